@@ -1,0 +1,49 @@
+package keybrake
+
+import (
+	"context"
+	"time"
+)
+
+// Audit decisions.
+const (
+	DecisionAllow  = "allow"  // forwarded upstream
+	DecisionDeny   = "deny"   // refused by keybrake, nothing forwarded
+	DecisionReplay = "replay" // an Idempotency-Key already reserved; forwarded, not counted
+)
+
+// Event is one line of a key's audit log: one per proxied request, plus one
+// per resolution of an uncertain reservation.
+type Event struct {
+	ID             int64     `json:"id"`
+	KeyID          string    `json:"key_id"`
+	Time           time.Time `json:"time"`
+	Operation      string    `json:"operation"`
+	Method         string    `json:"method"`
+	Path           string    `json:"path"`
+	Amount         int64     `json:"amount"`
+	Currency       string    `json:"currency"`
+	Micros         Micros    `json:"usd"`
+	Decision       string    `json:"decision"`
+	Reason         string    `json:"reason"`
+	UpstreamStatus int       `json:"upstream_status"`
+	ObjectID       string    `json:"object_id"`
+	RequestID      string    `json:"request_id"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	ReservationID  string    `json:"reservation_id"`
+}
+
+// EventFilter selects a page of a key's events, newest first.
+type EventFilter struct {
+	KeyID         string
+	Limit         int   // 0 means the default of 10
+	StartingAfter int64 // the ID of the last event of the previous page
+}
+
+// EventService keeps the audit log.
+type EventService interface {
+	// AddEvent appends e, setting its ID.
+	AddEvent(ctx context.Context, e *Event) error
+	// FindEvents returns a page of events and whether more follow.
+	FindEvents(ctx context.Context, f EventFilter) ([]*Event, bool, error)
+}

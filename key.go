@@ -1,0 +1,155 @@
+package keybrake
+
+import (
+	"context"
+	"time"
+)
+
+// Spend windows. A key may cap any of them; an absent cap means unlimited.
+const (
+	WindowPerRequest = "per_request" // a single request's amount
+	WindowDaily      = "daily"       // a calendar day in the key's timezone
+	WindowMonthly    = "monthly"     // a calendar month in the key's timezone
+	WindowTotal      = "total"       // the key's whole lifetime
+)
+
+// VendorStripe is the only upstream vendor keybrake proxies today.
+const VendorStripe = "stripe"
+
+// VaultKeyPrefix starts every vault key handed to clients.
+const VaultKeyPrefix = "vault_key_"
+
+// Caps are a key's spend limits in USD micros. A nil cap is no limit.
+type Caps struct {
+	PerRequest *Micros `json:"per_request_usd_cap"`
+	Daily      *Micros `json:"daily_usd_cap"`
+	Monthly    *Micros `json:"monthly_usd_cap"`
+	Total      *Micros `json:"total_usd_cap"`
+}
+
+// Any reports whether at least one cap is set.
+func (c Caps) Any() bool {
+	return c.PerRequest != nil || c.Daily != nil || c.Monthly != nil || c.Total != nil
+}
+
+// Key is a vault key's record: its policy and identity. The vault key itself
+// is never stored; only SecretHash (hex SHA-256 of it) is.
+type Key struct {
+	ID           string `json:"id"`
+	Vendor       string `json:"vendor"`
+	Label        string `json:"label"`
+	SecretHash   string `json:"-"`
+	SecretPrefix string `json:"key_prefix"` // first characters, for recognising a key in logs
+
+	Caps
+	AllowedEndpoints  []string          `json:"allowed_endpoints"`
+	AllowedCustomers  []string          `json:"allowed_customers"`
+	AllowedAccounts   []string          `json:"allowed_accounts"`
+	AllowedCurrencies []string          `json:"allowed_currencies"`
+	Timezone          string            `json:"timezone"`
+	AllowUnpriced     bool              `json:"allow_unpriced"`
+	Metadata          map[string]string `json:"metadata"`
+
+	ExpiresAt *time.Time `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+}
+
+// Location returns the key's calendar zone, UTC when Timezone is empty.
+// Returns EINVALID for an unknown zone name.
+func (k *Key) Location() (*time.Location, error) {
+	if k.Timezone == "" || k.Timezone == "UTC" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(k.Timezone)
+	if err != nil {
+		return nil, ErrorParam("timezone", "unknown timezone %q", k.Timezone)
+	}
+	return loc, nil
+}
+
+// Usable returns nil if the key may authenticate at now, or EUNAUTHORIZED
+// saying why not (revoked, expired).
+func (k *Key) Usable(now time.Time) error {
+	if k.RevokedAt != nil && !now.Before(*k.RevokedAt) {
+		return Errorf(EUNAUTHORIZED, "This vault key (%s…) was revoked at %s.", k.SecretPrefix, k.RevokedAt.UTC().Format(time.RFC3339))
+	}
+	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
+		return Errorf(EUNAUTHORIZED, "This vault key (%s…) expired at %s.", k.SecretPrefix, k.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Buckets names the calendar windows that contain t in loc: the day as
+// "2006-01-02" and the month as "2006-01".
+func Buckets(t time.Time, loc *time.Location) (day, month string) {
+	lt := t.In(loc)
+	return lt.Format("2006-01-02"), lt.Format("2006-01")
+}
+
+// DayReset returns the start of the calendar day after t's, in loc.
+func DayReset(t time.Time, loc *time.Location) time.Time {
+	lt := t.In(loc)
+	return time.Date(lt.Year(), lt.Month(), lt.Day()+1, 0, 0, 0, 0, loc)
+}
+
+// MonthReset returns the start of the calendar month after t's, in loc.
+func MonthReset(t time.Time, loc *time.Location) time.Time {
+	lt := t.In(loc)
+	return time.Date(lt.Year(), lt.Month()+1, 1, 0, 0, 0, 0, loc)
+}
+
+// KeyFilter selects a page of keys, ordered by creation, oldest first.
+type KeyFilter struct {
+	Limit         int    // at most this many; 0 means the default of 10
+	StartingAfter string // the ID of the last key of the previous page
+}
+
+// KeyUpdate changes a key's policy. Nil fields are left as they are. For caps,
+// Set* says whether the cap is being changed, so a cap can also be removed.
+type KeyUpdate struct {
+	Label             *string
+	SetPerRequest     bool
+	PerRequest        *Micros
+	SetDaily          bool
+	Daily             *Micros
+	SetMonthly        bool
+	Monthly           *Micros
+	SetTotal          bool
+	Total             *Micros
+	AllowedEndpoints  *[]string
+	AllowedCustomers  *[]string
+	AllowedAccounts   *[]string
+	AllowedCurrencies *[]string
+	AllowUnpriced     *bool
+	Metadata          *map[string]string
+	SetExpiresAt      bool
+	ExpiresAt         *time.Time
+}
+
+// KeyService stores vault keys.
+type KeyService interface {
+	// CreateKey stores a new key. Returns ECONFLICT if the ID or the secret
+	// hash is already taken.
+	CreateKey(ctx context.Context, k *Key) error
+
+	// FindKeyByID returns the key. Returns ENOTFOUND if it does not exist.
+	FindKeyByID(ctx context.Context, id string) (*Key, error)
+
+	// FindKeyBySecretHash returns the key whose vault key hashes to hash.
+	// Returns ENOTFOUND if there is none.
+	FindKeyBySecretHash(ctx context.Context, hash string) (*Key, error)
+
+	// FindKeys returns a page of keys and whether more follow. Returns
+	// EINVALID if StartingAfter names no key.
+	FindKeys(ctx context.Context, f KeyFilter) (keys []*Key, hasMore bool, err error)
+
+	// UpdateKey applies upd and returns the updated key. Returns ENOTFOUND
+	// if the key does not exist.
+	UpdateKey(ctx context.Context, id string, upd KeyUpdate, now time.Time) (*Key, error)
+
+	// RevokeKey marks the key revoked at now; revoking twice keeps the first
+	// time. Returns ENOTFOUND if the key does not exist.
+	RevokeKey(ctx context.Context, id string, now time.Time) (*Key, error)
+}

@@ -1,0 +1,153 @@
+package keybrake
+
+import (
+	"context"
+	"time"
+)
+
+// Reservation states. Reserved, uncertain and settled amounts all count
+// against the caps; released amounts do not.
+const (
+	StateReserved  = "reserved"  // held while the request is upstream
+	StateSettled   = "settled"   // upstream succeeded; holds the actual amount
+	StateReleased  = "released"  // upstream refused (4xx); nothing counted
+	StateUncertain = "uncertain" // upstream outcome unknown; still counted until resolved
+)
+
+// UpstreamRequest is what the proxy forwarded, kept so the resolver can
+// replay the identical request with the same Idempotency-Key.
+type UpstreamRequest struct {
+	Method        string `json:"method"`
+	Path          string `json:"path"` // e.g. /v1/charges
+	Body          string `json:"body"` // form-encoded, exactly as forwarded
+	StripeAccount string `json:"stripe_account,omitempty"`
+	StripeVersion string `json:"stripe_version,omitempty"`
+}
+
+// Reservation is an amount held against a key's caps for one money-moving
+// request, identified by the request's Idempotency-Key.
+type Reservation struct {
+	ID             string          `json:"id"`
+	KeyID          string          `json:"key_id"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Fingerprint    string          `json:"-"` // hash of the request, to tell a replay from a reuse
+	Operation      string          `json:"operation"`
+	Amount         int64           `json:"amount"`   // minor units of Currency
+	Currency       string          `json:"currency"` // lower-case ISO code
+	Micros         Micros          `json:"usd"`      // reserved, in USD
+	SettledMicros  Micros          `json:"settled_usd"`
+	State          string          `json:"state"`
+	Day            string          `json:"day"`   // the daily bucket the amount counts in
+	Month          string          `json:"month"` // the monthly bucket the amount counts in
+	Request        UpstreamRequest `json:"-"`
+	ObjectID       string          `json:"object_id,omitempty"`
+	UpstreamStatus int             `json:"upstream_status,omitempty"`
+	Attempts       int             `json:"attempts"`
+	LeaseOwner     string          `json:"-"`
+	LeaseUntil     time.Time       `json:"-"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+}
+
+// OverCap describes the first window a reservation would exceed.
+type OverCap struct {
+	Window    string     `json:"window"`
+	Cap       Micros     `json:"cap_usd"`
+	Spent     Micros     `json:"spent_usd"` // settled + reserved + uncertain in the window
+	Requested Micros     `json:"requested_usd"`
+	ResetsAt  *time.Time `json:"resets_at"` // nil for the per-request and total windows
+}
+
+// Remaining returns what is left under the cap, never negative.
+func (o *OverCap) Remaining() Micros {
+	if r := o.Cap - o.Spent; r > 0 {
+		return r
+	}
+	return 0
+}
+
+// ReserveArgs asks to hold Reservation.Micros against every cap of the key.
+// The store fills in ID (if empty), State, Day, Month and the timestamps.
+type ReserveArgs struct {
+	Reservation *Reservation
+	Now         time.Time
+}
+
+// ReserveResult is the store's decision on a reservation.
+type ReserveResult struct {
+	// Reservation is the new reservation, or for a replay the existing one.
+	Reservation *Reservation
+	// Replay is true when the key already has a reservation for this
+	// Idempotency-Key: nothing new was counted.
+	Replay bool
+	// OverCap is set, and nothing recorded, when a cap would be exceeded.
+	OverCap *OverCap
+}
+
+// SettleArgs moves a reservation to a new state.
+type SettleArgs struct {
+	ID             string
+	State          string // StateSettled, StateReleased or StateUncertain
+	SettledMicros  Micros // for StateSettled: the actual amount in USD
+	Amount         int64  // for StateSettled: the actual amount in minor units
+	Currency       string
+	ObjectID       string
+	UpstreamStatus int
+	Now            time.Time
+}
+
+// ReservationFilter selects reservations.
+type ReservationFilter struct {
+	KeyID string
+	State string
+	Limit int
+}
+
+// Spend is what counts against a key's caps in the windows containing a time.
+type Spend struct {
+	Day       Micros `json:"daily_usd"`
+	Month     Micros `json:"monthly_usd"`
+	Total     Micros `json:"total_usd"`
+	Uncertain Micros `json:"uncertain_usd"` // part of Total whose outcome is not yet known
+}
+
+// SpendService holds the money ledger of the proxy. Every method is atomic.
+type SpendService interface {
+	// Reserve checks every cap of the key, reading the key's current policy
+	// inside the same transaction, and records the reservation. A replayed
+	// Idempotency-Key returns the existing reservation with Replay set. Over a
+	// cap it records nothing and returns OverCap. Returns EUNAUTHORIZED if the
+	// key was revoked or expired meanwhile, ENOTFOUND if it does not exist.
+	Reserve(ctx context.Context, args ReserveArgs) (ReserveResult, error)
+
+	// Settle moves a reservation to settled, released or uncertain and
+	// adjusts the counters. Settled and released are final: settling them
+	// again returns ECONFLICT. Returns ENOTFOUND for an unknown ID.
+	Settle(ctx context.Context, args SettleArgs) (*Reservation, error)
+
+	// FindReservationByID returns a reservation. Returns ENOTFOUND.
+	FindReservationByID(ctx context.Context, id string) (*Reservation, error)
+
+	// FindReservations returns reservations matching f, oldest first.
+	FindReservations(ctx context.Context, f ReservationFilter) ([]*Reservation, error)
+
+	// LeaseUncertain takes a lease until `until` on up to limit reservations
+	// that are uncertain, or reserved and older than staleBefore (a crashed
+	// request), whose lease is free or expired at now, and returns them with
+	// Attempts incremented.
+	LeaseUncertain(ctx context.Context, owner string, now, staleBefore, until time.Time, limit int) ([]*Reservation, error)
+
+	// Spend returns the key's spend in the day and month buckets named.
+	Spend(ctx context.Context, keyID, day, month string) (Spend, error)
+}
+
+// Store is everything the proxy keeps durably.
+type Store interface {
+	KeyService
+	SpendService
+	EventService
+	// Ping returns EUNAVAILABLE if the store cannot be reached.
+	Ping(ctx context.Context) error
+	// Close releases the store's resources.
+	Close() error
+}
