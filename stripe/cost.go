@@ -39,7 +39,9 @@ type Pricer struct {
 }
 
 // Price prices a ClassPriced operation from its parsed body form (nil for no
-// body) on behalf of account (the Stripe-Account header, or "").
+// body) on behalf of account (the Stripe-Account header, or ""). Callers
+// price what Classify says is ClassPriced; Price does not look at confirm, so
+// a payment_intents.create without it is priced as if it moved money.
 //
 //   - charges.create, transfers.create, payouts.create, payment_intents.create:
 //     the amount and currency params.

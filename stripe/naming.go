@@ -41,6 +41,12 @@ var collectionVerbs = map[string]bool{
 	"credit_notes.preview":    true,
 }
 
+// genericActions are never verbs, so that POST /v1/charges/ch_1/create is
+// not charges.create.
+var genericActions = map[string]bool{
+	"create": true, "retrieve": true, "update": true, "delete": true, "list": true, "search": true,
+}
+
 // nameOperation applies the naming rules to the decoded segments after /v1/.
 // It returns ok=false when a segment that names something (a namespace,
 // resource or verb, as opposed to an id) is not lower-case snake_case, so
@@ -85,7 +91,7 @@ func nameOperation(method string, segs []string) (op Operation, ok bool) {
 		if !word(seg) {
 			return op, false
 		}
-		if last && !subCollections[seg] && !singletons[base+"."+seg] && method == "POST" {
+		if last && method == "POST" && !subCollections[seg] && !singletons[base+"."+seg] && !genericActions[seg] {
 			return finish(op, base, seg), true // a verb: payment_intents.confirm
 		}
 		base = join(base, seg)

@@ -70,6 +70,8 @@ func TestParseOperation(t *testing.T) {
 			{"POST", "/v1/coupons/SUMMER.25-OFF", "coupons.update", "SUMMER.25-OFF", ""},
 			{"GET", "/v1/products/prod%2Bx", "products.retrieve", "prod+x", ""},
 			{"POST", "/v1/%63harges", "charges.create", "", ""},
+			{"POST", "/v1/charges/ch_1/create", "charges.create.create", "ch_1", ""},
+			{"POST", "/v1/customers/cus_1/update", "customers.update.create", "cus_1", ""},
 		} {
 			op, err := stripe.ParseOperation(tt.method, tt.path)
 			if err != nil {
