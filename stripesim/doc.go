@@ -1,0 +1,61 @@
+// Package stripesim is a stateful simulator of the part of the Stripe API
+// that billing code and agents use, with fault injection, for tests and the
+// failure-mode harness.
+//
+// # API
+//
+// Under /v1/, authenticated with a sk_test_… key (Bearer or Basic auth):
+//
+//	POST /v1/customers                       GET /v1/customers/{id}
+//	POST /v1/charges                         GET /v1/charges/{id}
+//	GET  /v1/charges?customer=&created[gte]=&limit=&starting_after=&ending_before=
+//	GET  /v1/charges/search?query=metadata['order']:'42'
+//	POST /v1/payment_intents                 GET /v1/payment_intents/{id}
+//	POST /v1/payment_intents/{id}            (update amount, metadata…)
+//	POST /v1/payment_intents/{id}/confirm    POST /v1/payment_intents/{id}/capture
+//	POST /v1/payment_intents/{id}/cancel
+//	POST /v1/refunds                         GET /v1/refunds/{id}
+//	POST /v1/transfers                       GET /v1/transfers/{id}
+//	POST /v1/payouts                         GET /v1/payouts/{id}
+//
+// Requests and answers follow Stripe: form-encoded parameters, strict
+// validation (parameter_unknown, parameter_missing, amount_too_small,
+// amount_too_large, invalid_currency), Stripe-shaped errors, a Request-Id on
+// every response, data and Idempotency-Keys scoped by API key and
+// Stripe-Account. Idempotency-Keys replay the first response (2xx or 402)
+// with Idempotent-Replayed: true for 24 hours of simulator time, answer 400
+// idempotency_error for other parameters or another endpoint, and 409
+// idempotency_key_in_use while the first request is executing.
+//
+// Test cards: source=tok_visa and payment_method=pm_card_visa succeed;
+// tok_chargeDeclined / pm_card_chargeDeclined decline (402 card_declined,
+// generic_decline), …InsufficientFunds declines with insufficient_funds. The
+// declined charge exists with status failed.
+//
+// # Admin
+//
+// Under /_sim/, without authentication, JSON:
+//
+//	GET    /_sim/objects        every object created (GroundTruth), in creation order,
+//	                            including those whose response a fault lost
+//	GET    /_sim/faults         the faults, with how many requests matched and fired them
+//	POST   /_sim/faults         add a Fault, e.g. {"path":"/v1/charges","mode":"cut_after","nth":2};
+//	                            latency is a Go duration string ("250ms") or milliseconds;
+//	                            answers {"id":"flt_1"}
+//	DELETE /_sim/faults         remove every fault
+//	DELETE /_sim/faults/{id}    remove one fault
+//	GET    /_sim/clock          {"now": unix seconds, "offset_seconds": N}
+//	POST   /_sim/clock/advance  {"seconds": N} moves the clock forward
+//
+// # Faults
+//
+// A fault matches API requests by method and path (exact, or a prefix ending
+// in "*"), on every match, only the nth, or with a seeded probability, at
+// most Count times. FaultLatency delays the request while it holds its
+// Idempotency-Key; FaultFailBefore answers 500 without processing;
+// FaultFailAfter processes, saves the idempotent response, then answers 500;
+// FaultCutAfter processes, saves, then closes the connection without a byte.
+// These are the windows in which duplicate charges happen: after
+// FaultFailAfter or FaultCutAfter a retry with the same Idempotency-Key gets
+// the real response, as on Stripe.
+package stripesim

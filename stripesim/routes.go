@@ -1,0 +1,71 @@
+package stripesim
+
+import (
+	"net/http"
+	"strings"
+)
+
+// route maps a method and path to its endpoint and the object id in the
+// path. It reports false for a URL Stripe would not recognise.
+func route(method, path string) (handler, string, bool) {
+	rest, ok := strings.CutPrefix(path, "/v1/")
+	if !ok {
+		return nil, "", false
+	}
+	parts := strings.Split(rest, "/")
+	for _, p := range parts {
+		if p == "" {
+			return nil, "", false
+		}
+	}
+	get, post := method == http.MethodGet, method == http.MethodPost
+	switch {
+	case len(parts) == 1 && post:
+		switch parts[0] {
+		case "customers":
+			return createCustomer, "", true
+		case "charges":
+			return createCharge, "", true
+		case "payment_intents":
+			return createPaymentIntent, "", true
+		case "refunds":
+			return createRefund, "", true
+		case "transfers":
+			return createTransfer, "", true
+		case "payouts":
+			return createPayout, "", true
+		}
+	case len(parts) == 1 && get && parts[0] == "charges":
+		return listCharges, "", true
+	case len(parts) == 2 && get:
+		if parts[0] == "charges" && parts[1] == "search" {
+			return searchCharges, "", true
+		}
+		switch parts[0] {
+		case "customers":
+			return retrieveCustomer, parts[1], true
+		case "charges":
+			return retrieveCharge, parts[1], true
+		case "payment_intents":
+			return retrievePaymentIntent, parts[1], true
+		case "refunds":
+			return retrieveRefund, parts[1], true
+		case "transfers":
+			return retrieveTransfer, parts[1], true
+		case "payouts":
+			return retrievePayout, parts[1], true
+		}
+	case len(parts) == 2 && post && parts[0] == "payment_intents":
+		return updatePaymentIntent, parts[1], true
+	case len(parts) == 3 && post && parts[0] == "payment_intents":
+		switch parts[2] {
+		case "confirm":
+			return confirmPaymentIntent, parts[1], true
+		case "capture":
+			return capturePaymentIntent, parts[1], true
+		case "cancel":
+			return cancelPaymentIntent, parts[1], true
+		}
+	}
+	return nil, "", false
+}
