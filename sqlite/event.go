@@ -1,0 +1,80 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/keybrake/keybrake"
+)
+
+const eventColumns = `id, key_id, time, operation, method, path, amount, currency, micros, decision,
+	reason, upstream_status, object_id, request_id, idempotency_key, reservation_id`
+
+// AddEvent appends e to the audit log and sets e.ID. IDs only grow.
+func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+
+	var id int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO events (key_id, time, operation, method, path, amount, currency,
+		micros, decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		e.KeyID, e.Time.UnixMicro(), e.Operation, e.Method, e.Path, e.Amount, e.Currency,
+		int64(e.Micros), e.Decision, e.Reason, e.UpstreamStatus, e.ObjectID, e.RequestID, e.IdempotencyKey, e.ReservationID,
+	).Scan(&id); err != nil {
+		return wrap(err, "add event for key %s", e.KeyID)
+	}
+	if err := tx.Commit(); err != nil {
+		return wrap(err, "add event for key %s", e.KeyID)
+	}
+	e.ID = id
+	return nil
+}
+
+// FindEvents returns a page of a key's events, newest first, and whether
+// more follow. An empty KeyID pages through every key's events.
+func (s *Store) FindEvents(ctx context.Context, f keybrake.EventFilter) ([]*keybrake.Event, bool, error) {
+	limit := f.Limit
+	if limit < 0 {
+		return nil, false, keybrake.ErrorParam("limit", "limit must not be negative")
+	} else if limit == 0 {
+		limit = 10
+	}
+	before := f.StartingAfter
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	q := `SELECT ` + eventColumns + ` FROM events WHERE id < ?1`
+	if f.KeyID != "" {
+		q += ` AND key_id = ?2`
+	}
+	q += ` ORDER BY id DESC LIMIT ?3`
+	rows, err := s.reader.QueryContext(ctx, q, before, f.KeyID, limit+1)
+	if err != nil {
+		return nil, false, wrap(err, "find events")
+	}
+	defer rows.Close()
+
+	var es []*keybrake.Event
+	for rows.Next() {
+		var (
+			e keybrake.Event
+			t int64
+		)
+		if err := rows.Scan(&e.ID, &e.KeyID, &t, &e.Operation, &e.Method, &e.Path, &e.Amount, &e.Currency, &e.Micros,
+			&e.Decision, &e.Reason, &e.UpstreamStatus, &e.ObjectID, &e.RequestID, &e.IdempotencyKey, &e.ReservationID); err != nil {
+			return nil, false, wrap(err, "find events")
+		}
+		e.Time = fromMicros(t)
+		es = append(es, &e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, wrap(err, "find events")
+	}
+	if len(es) > limit {
+		return es[:limit], true, nil
+	}
+	return es, false, nil
+}

@@ -1,0 +1,394 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// keyColumns lists the keys table's columns in the order scanKey reads them.
+const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
+	cap_per_request, cap_daily, cap_monthly, cap_total,
+	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
+	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at`
+
+// CreateKey stores a new key. A zero CreatedAt is set from the store's
+// clock, a zero UpdatedAt to CreatedAt. Returns ECONFLICT if the ID or the
+// secret hash is taken, EINVALID for a missing ID or hash or an unknown
+// timezone.
+func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
+	if err := validateKey(k); err != nil {
+		return err
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = s.now()
+	}
+	if k.UpdatedAt.IsZero() {
+		k.UpdatedAt = k.CreatedAt
+	}
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+
+	args, err := keyArgs(k)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO keys (`+keyColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		if isUnique(err) {
+			return keybrake.Errorf(keybrake.ECONFLICT, "A key with this ID or secret already exists.")
+		}
+		return wrap(err, "create key %s", k.ID)
+	}
+	return wrap(tx.Commit(), "create key %s", k.ID)
+}
+
+// validateKey checks what the store relies on: an ID, a secret hash and a
+// zone Reserve can compute buckets in.
+func validateKey(k *keybrake.Key) error {
+	if k.ID == "" {
+		return keybrake.ErrorParam("id", "A key needs an ID.")
+	}
+	if k.SecretHash == "" {
+		return keybrake.ErrorParam("secret_hash", "A key needs a secret hash.")
+	}
+	if _, err := location(k.Timezone); err != nil {
+		return err
+	}
+	return nil
+}
+
+// FindKeyByID returns the key. Returns ENOTFOUND if it does not exist.
+func (s *Store) FindKeyByID(ctx context.Context, id string) (*keybrake.Key, error) {
+	k, err := scanKey(s.reader.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = ?`, id))
+	if err != nil {
+		return nil, wrapKeyErr(err, "find key %s", id)
+	}
+	return k, nil
+}
+
+// FindKeyBySecretHash returns the key whose vault key hashes to hash.
+// Returns ENOTFOUND if there is none.
+func (s *Store) FindKeyBySecretHash(ctx context.Context, hash string) (*keybrake.Key, error) {
+	k, err := scanKey(s.reader.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE secret_hash = ?`, hash))
+	if err != nil {
+		return nil, wrapKeyErr(err, "find key by hash")
+	}
+	return k, nil
+}
+
+// FindKeys returns a page of keys, oldest first, and whether more follow.
+// Returns EINVALID if StartingAfter names no key.
+func (s *Store) FindKeys(ctx context.Context, f keybrake.KeyFilter) ([]*keybrake.Key, bool, error) {
+	limit := f.Limit
+	if limit < 0 {
+		return nil, false, keybrake.ErrorParam("limit", "limit must not be negative")
+	} else if limit == 0 {
+		limit = 10
+	}
+	var after struct {
+		created int64
+		id      string
+	}
+	after.created = -1 << 63
+	if f.StartingAfter != "" {
+		err := s.reader.QueryRowContext(ctx, `SELECT created_at, id FROM keys WHERE id = ?`, f.StartingAfter).Scan(&after.created, &after.id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, false, keybrake.ErrorParam("starting_after", "No key %q to start after.", f.StartingAfter)
+		} else if err != nil {
+			return nil, false, wrap(err, "find keys")
+		}
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+keyColumns+` FROM keys
+		WHERE (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?`, after.created, after.id, limit+1)
+	if err != nil {
+		return nil, false, wrap(err, "find keys")
+	}
+	defer rows.Close()
+	var keys []*keybrake.Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, false, wrap(err, "find keys")
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, wrap(err, "find keys")
+	}
+	if len(keys) > limit {
+		return keys[:limit], true, nil
+	}
+	return keys, false, nil
+}
+
+// UpdateKey applies upd and returns the updated key. Returns ENOTFOUND if
+// the key does not exist.
+func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time) (*keybrake.Key, error) {
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	k, err := scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = ?`, id))
+	if err != nil {
+		return nil, wrapKeyErr(err, "update key %s", id)
+	}
+	applyUpdate(k, upd)
+	k.UpdatedAt = now
+	normalizeKey(k)
+	if err := updateKey(ctx, tx, k); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, wrap(err, "update key %s", id)
+	}
+	return k, nil
+}
+
+// RevokeKey marks the key revoked at now; revoking twice keeps the first
+// time. Returns ENOTFOUND if the key does not exist.
+func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	k, err := scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = ?`, id))
+	if err != nil {
+		return nil, wrapKeyErr(err, "revoke key %s", id)
+	}
+	if k.RevokedAt != nil {
+		return k, nil
+	}
+	at := dbTime(now)
+	k.RevokedAt, k.UpdatedAt = &at, at
+	if err := updateKey(ctx, tx, k); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, wrap(err, "revoke key %s", id)
+	}
+	return k, nil
+}
+
+// applyUpdate copies the fields upd sets onto k.
+func applyUpdate(k *keybrake.Key, upd keybrake.KeyUpdate) {
+	if upd.Label != nil {
+		k.Label = *upd.Label
+	}
+	if upd.SetPerRequest {
+		k.PerRequest = copyMicros(upd.PerRequest)
+	}
+	if upd.SetDaily {
+		k.Daily = copyMicros(upd.Daily)
+	}
+	if upd.SetMonthly {
+		k.Monthly = copyMicros(upd.Monthly)
+	}
+	if upd.SetTotal {
+		k.Total = copyMicros(upd.Total)
+	}
+	if upd.AllowedEndpoints != nil {
+		k.AllowedEndpoints = *upd.AllowedEndpoints
+	}
+	if upd.AllowedCustomers != nil {
+		k.AllowedCustomers = *upd.AllowedCustomers
+	}
+	if upd.AllowedAccounts != nil {
+		k.AllowedAccounts = *upd.AllowedAccounts
+	}
+	if upd.AllowedCurrencies != nil {
+		k.AllowedCurrencies = *upd.AllowedCurrencies
+	}
+	if upd.AllowUnpriced != nil {
+		k.AllowUnpriced = *upd.AllowUnpriced
+	}
+	if upd.Metadata != nil {
+		k.Metadata = *upd.Metadata
+	}
+	if upd.SetExpiresAt {
+		if upd.ExpiresAt == nil {
+			k.ExpiresAt = nil
+		} else {
+			t := *upd.ExpiresAt
+			k.ExpiresAt = &t
+		}
+	}
+}
+
+// normalizeKey rounds k's times to what the database keeps: microseconds,
+// in UTC, so a returned key equals the stored one.
+func normalizeKey(k *keybrake.Key) {
+	k.CreatedAt, k.UpdatedAt = dbTime(k.CreatedAt), dbTime(k.UpdatedAt)
+	for _, p := range []**time.Time{&k.ExpiresAt, &k.RevokedAt} {
+		if *p != nil {
+			t := dbTime(**p)
+			*p = &t
+		}
+	}
+}
+
+// dbTime is t as it reads back from the database.
+func dbTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return fromMicros(t.UnixMicro())
+}
+
+func copyMicros(m *keybrake.Micros) *keybrake.Micros {
+	if m == nil {
+		return nil
+	}
+	v := *m
+	return &v
+}
+
+// updateKey writes every mutable column of k.
+func updateKey(ctx context.Context, tx *sql.Tx, k *keybrake.Key) error {
+	args, err := keyArgs(k)
+	if err != nil {
+		return err
+	}
+	// keyArgs starts with id, vendor, label, secret_hash, secret_prefix.
+	if _, err := tx.ExecContext(ctx, `UPDATE keys SET label = ?3,
+		cap_per_request = ?6, cap_daily = ?7, cap_monthly = ?8, cap_total = ?9,
+		allowed_endpoints = ?10, allowed_customers = ?11, allowed_accounts = ?12, allowed_currencies = ?13,
+		allow_unpriced = ?15, metadata = ?16, expires_at = ?17, revoked_at = ?18, updated_at = ?20
+		WHERE id = ?1`, args...); err != nil {
+		return wrap(err, "update key %s", k.ID)
+	}
+	return nil
+}
+
+// keyArgs returns k's column values in keyColumns order.
+func keyArgs(k *keybrake.Key) ([]any, error) {
+	lists := make([]string, 0, 5)
+	for _, l := range [][]string{k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies} {
+		b, err := json.Marshal(l)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: encode key %s: %w", k.ID, err)
+		}
+		lists = append(lists, string(b))
+	}
+	meta, err := json.Marshal(k.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: encode key %s: %w", k.ID, err)
+	}
+	return []any{k.ID, k.Vendor, k.Label, k.SecretHash, k.SecretPrefix,
+		nullMicros(k.PerRequest), nullMicros(k.Daily), nullMicros(k.Monthly), nullMicros(k.Total),
+		lists[0], lists[1], lists[2], lists[3],
+		k.Timezone, k.AllowUnpriced, string(meta),
+		nullTime(k.ExpiresAt), nullTime(k.RevokedAt), k.CreatedAt.UnixMicro(), k.UpdatedAt.UnixMicro(),
+	}, nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanKey reads one row of keyColumns.
+func scanKey(row scanner) (*keybrake.Key, error) {
+	var (
+		k                keybrake.Key
+		caps             [4]sql.NullInt64
+		lists            [4]string
+		meta             string
+		expires, revoked sql.NullInt64
+		created, updated int64
+	)
+	capPtrs := []**keybrake.Micros{&k.PerRequest, &k.Daily, &k.Monthly, &k.Total}
+	listPtrs := []*[]string{&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies}
+	if err := row.Scan(&k.ID, &k.Vendor, &k.Label, &k.SecretHash, &k.SecretPrefix,
+		&caps[0], &caps[1], &caps[2], &caps[3],
+		&lists[0], &lists[1], &lists[2], &lists[3],
+		&k.Timezone, &k.AllowUnpriced, &meta, &expires, &revoked, &created, &updated); err != nil {
+		return nil, err
+	}
+	for i, c := range caps {
+		if c.Valid {
+			m := keybrake.Micros(c.Int64)
+			*capPtrs[i] = &m
+		}
+	}
+	for i, l := range lists {
+		if err := json.Unmarshal([]byte(l), listPtrs[i]); err != nil {
+			return nil, fmt.Errorf("decode key %s lists: %w", k.ID, err)
+		}
+	}
+	if err := json.Unmarshal([]byte(meta), &k.Metadata); err != nil {
+		return nil, fmt.Errorf("decode key %s metadata: %w", k.ID, err)
+	}
+	k.ExpiresAt, k.RevokedAt = timePtr(expires), timePtr(revoked)
+	k.CreatedAt, k.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &k, nil
+}
+
+// wrapKeyErr maps "no row" to ENOTFOUND.
+func wrapKeyErr(err error, format string, args ...any) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return keybrake.Errorf(keybrake.ENOTFOUND, "No such key.")
+	}
+	return wrap(err, format, args...)
+}
+
+// locations caches loaded zones: time.LoadLocation reads the zone database
+// on every call, too slow for every Reserve.
+var locations sync.Map // string -> *time.Location
+
+// location returns the zone named tz (UTC for ""), or EINVALID.
+func location(tz string) (*time.Location, error) {
+	if tz == "" || tz == "UTC" {
+		return time.UTC, nil
+	}
+	if loc, ok := locations.Load(tz); ok {
+		return loc.(*time.Location), nil
+	}
+	k := keybrake.Key{Timezone: tz}
+	loc, err := k.Location()
+	if err != nil {
+		return nil, err
+	}
+	locations.Store(tz, loc)
+	return loc, nil
+}
+
+func nullMicros(m *keybrake.Micros) any {
+	if m == nil {
+		return nil
+	}
+	return int64(*m)
+}
+
+func nullTime(t *time.Time) any {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func timePtr(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+// fromMicros is the inverse of time.Time.UnixMicro, in UTC.
+func fromMicros(us int64) time.Time {
+	return time.UnixMicro(us).UTC()
+}

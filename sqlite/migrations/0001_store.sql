@@ -1,0 +1,105 @@
+-- 0001_store: vault keys, the spend ledger and the audit log of the proxy.
+--
+-- Money is INTEGER USD micros. Times are INTEGER unix microseconds (UTC), the
+-- precision PostgreSQL keeps too, so both stores round-trip the same values.
+-- Lists and metadata are JSON text; 'null' and '[]' are kept apart.
+
+CREATE TABLE keys (
+	id                 TEXT    PRIMARY KEY,
+	vendor             TEXT    NOT NULL,
+	label              TEXT    NOT NULL,
+	secret_hash        TEXT    NOT NULL UNIQUE,
+	secret_prefix      TEXT    NOT NULL,
+	cap_per_request    INTEGER,           -- NULL: no cap
+	cap_daily          INTEGER,
+	cap_monthly        INTEGER,
+	cap_total          INTEGER,
+	allowed_endpoints  TEXT    NOT NULL,  -- JSON array or 'null'
+	allowed_customers  TEXT    NOT NULL,
+	allowed_accounts   TEXT    NOT NULL,
+	allowed_currencies TEXT    NOT NULL,
+	timezone           TEXT    NOT NULL,
+	allow_unpriced     INTEGER NOT NULL,
+	metadata           TEXT    NOT NULL,  -- JSON object or 'null'
+	expires_at         INTEGER,
+	revoked_at         INTEGER,
+	created_at         INTEGER NOT NULL,
+	updated_at         INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX keys_created_at ON keys (created_at, id);
+
+-- One row per money-moving request. (key_id, idempotency_key) is unique so a
+-- replayed Idempotency-Key can never be counted twice.
+CREATE TABLE reservations (
+	id              TEXT    PRIMARY KEY,
+	key_id          TEXT    NOT NULL REFERENCES keys (id),
+	idempotency_key TEXT    NOT NULL,
+	fingerprint     TEXT    NOT NULL,
+	operation       TEXT    NOT NULL,
+	amount          INTEGER NOT NULL,
+	currency        TEXT    NOT NULL,
+	micros          INTEGER NOT NULL CHECK (micros >= 0),
+	settled_micros  INTEGER NOT NULL CHECK (settled_micros >= 0),
+	state           TEXT    NOT NULL CHECK (state IN ('reserved', 'settled', 'released', 'uncertain')),
+	day             TEXT    NOT NULL,
+	month           TEXT    NOT NULL,
+	req_method      TEXT    NOT NULL,     -- the upstream request, replayed by the resolver
+	req_path        TEXT    NOT NULL,
+	req_body        TEXT    NOT NULL,     -- exactly as forwarded
+	req_account     TEXT    NOT NULL,
+	req_version     TEXT    NOT NULL,
+	object_id       TEXT    NOT NULL,
+	upstream_status INTEGER NOT NULL,
+	attempts        INTEGER NOT NULL,
+	lease_owner     TEXT    NOT NULL,
+	lease_until     INTEGER,
+	created_at      INTEGER NOT NULL,
+	updated_at      INTEGER NOT NULL,
+	UNIQUE (key_id, idempotency_key)
+) STRICT;
+
+CREATE INDEX reservations_key_created_at ON reservations (key_id, created_at);
+
+-- Only unresolved reservations, what the resolver leases: settled and
+-- released rows leave the index, so it stays small.
+CREATE INDEX reservations_open ON reservations (state, created_at)
+	WHERE state IN ('reserved', 'uncertain');
+
+-- The uncertain part of a key's spend.
+CREATE INDEX reservations_uncertain ON reservations (key_id)
+	WHERE state = 'uncertain';
+
+-- The running sums the caps are checked against: for each key one row
+-- ('total', ''), one per local day ('daily', '2026-11-29') and one per local
+-- month ('monthly', '2026-11'). Each holds settled + reserved + uncertain.
+CREATE TABLE spend_counters (
+	key_id TEXT    NOT NULL REFERENCES keys (id),
+	period TEXT    NOT NULL CHECK (period IN ('total', 'daily', 'monthly')),
+	bucket TEXT    NOT NULL,
+	micros INTEGER NOT NULL,
+	PRIMARY KEY (key_id, period, bucket)
+) STRICT, WITHOUT ROWID;
+
+-- The audit log. Append-only, so INTEGER PRIMARY KEY ids only ever grow. No
+-- foreign key: requests with an unknown vault key are audited too.
+CREATE TABLE events (
+	id              INTEGER PRIMARY KEY,
+	key_id          TEXT    NOT NULL,
+	time            INTEGER NOT NULL,
+	operation       TEXT    NOT NULL,
+	method          TEXT    NOT NULL,
+	path            TEXT    NOT NULL,
+	amount          INTEGER NOT NULL,
+	currency        TEXT    NOT NULL,
+	micros          INTEGER NOT NULL,
+	decision        TEXT    NOT NULL,
+	reason          TEXT    NOT NULL,
+	upstream_status INTEGER NOT NULL,
+	object_id       TEXT    NOT NULL,
+	request_id      TEXT    NOT NULL,
+	idempotency_key TEXT    NOT NULL,
+	reservation_id  TEXT    NOT NULL
+) STRICT;
+
+CREATE INDEX events_key_id ON events (key_id, id);

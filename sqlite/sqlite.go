@@ -1,0 +1,253 @@
+// Package sqlite implements keybrake.Store on SQLite, through the pure-Go
+// modernc.org/sqlite driver. It is the embedded default store: one file, no
+// server, no cgo.
+//
+// Locking. SQLite has a single writer per database file. The Store keeps two
+// connection pools on the same file: a writer pool of exactly one connection,
+// whose transactions begin with BEGIN IMMEDIATE, and a pool of readers. Every
+// method that writes runs in one transaction on the writer, so a cap check
+// and the increment it guards (Reserve) can never interleave with another
+// write: not within the process, because there is one writer connection, and
+// not across processes opening the same file, because BEGIN IMMEDIATE takes
+// the database's write lock before the first read. Readers use WAL snapshots
+// and never block the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	sqlite3 "modernc.org/sqlite"
+	sqlite3lib "modernc.org/sqlite/lib"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Store is keybrake.Store on SQLite. Create it with Open.
+type Store struct {
+	// Now is the clock for timestamps the caller does not pass (a key's
+	// CreatedAt when zero, a zero ReserveArgs.Now). Defaults to time.Now.
+	Now func() time.Time
+
+	path   string
+	writer *sql.DB // exactly one connection; every write transaction runs here
+	reader *sql.DB // read-only connections on WAL snapshots
+}
+
+var _ keybrake.Store = (*Store)(nil)
+
+// busyTimeout is how long a connection waits for another process's write
+// lock before failing with SQLITE_BUSY (reported as EUNAVAILABLE).
+const busyTimeout = 10 * time.Second
+
+// Open opens the database file at path, creating it if needed, applies the
+// embedded migrations that have not run yet, and returns the Store. Several
+// Stores, in one process or several, may open the same file.
+//
+// Durability: the database runs in WAL mode with synchronous=NORMAL. A commit
+// is appended to the write-ahead log without an fsync; the log is synced at
+// checkpoints. A crash of the process (kill -9) loses nothing that was
+// committed, since the log is in the OS page cache; only a power loss or an
+// OS crash can roll back the last transactions before the checkpoint. The
+// proxy's invariants survive kill -9 and restart, and the fsync per request
+// that synchronous=FULL would cost (milliseconds on most disks) would cap the
+// proxy far below the throughput it is meant for. Deployments that must
+// survive power loss without losing the last seconds of reservations should
+// use the PostgreSQL store.
+func Open(path string) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "sqlite: path %q must be a plain file path", path)
+	}
+	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", busyTimeout.Milliseconds())
+	s := &Store{Now: time.Now, path: path}
+
+	var err error
+	if s.writer, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=journal_mode(WAL)&_txlock=immediate"); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s.writer.SetMaxOpenConns(1)
+	s.writer.SetMaxIdleConns(1)
+	s.writer.SetConnMaxLifetime(0)
+	s.writer.SetConnMaxIdleTime(0)
+	if err := s.migrate(context.Background()); err != nil {
+		s.writer.Close()
+		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
+	}
+
+	// Opened after the migrations, so the file is already in WAL mode.
+	if s.reader, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=query_only(1)"); err != nil {
+		s.writer.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s.reader.SetMaxOpenConns(8)
+	s.reader.SetMaxIdleConns(8)
+	s.reader.SetConnMaxIdleTime(0)
+	if err := s.reader.Ping(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes both connection pools. After Close every method returns
+// EUNAVAILABLE.
+func (s *Store) Close() error {
+	var errs []error
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	if s.writer != nil {
+		errs = append(errs, s.writer.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Ping checks both pools can reach the database. Returns EUNAVAILABLE if
+// not.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.writer.PingContext(ctx); err != nil {
+		return wrap(err, "ping")
+	}
+	var one int
+	if err := s.reader.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return wrap(err, "ping")
+	}
+	return nil
+}
+
+// now returns the store's clock reading.
+func (s *Store) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+// beginWrite starts a write transaction (BEGIN IMMEDIATE) on the writer.
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, wrap(err, "begin")
+	}
+	return tx, nil
+}
+
+// migrate applies every embedded migration not yet recorded in
+// schema_migrations, in lexical order of file name, each in its own write
+// transaction together with its record. Because the check runs inside the
+// BEGIN IMMEDIATE transaction, two processes opening a fresh file at once
+// apply each migration exactly once.
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		name       TEXT    PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	) STRICT`); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := s.migrateFile(ctx, name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) migrateFile(ctx context.Context, name string) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE name = ?`, name).Scan(&n); err != nil {
+		return err
+	} else if n > 0 {
+		return nil
+	}
+	body, err := fs.ReadFile(migrationFS, name)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)`, name, s.now().UnixMicro()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// wrap turns a driver error into a keybrake error where one fits: a closed
+// store, a lost connection or a database locked past busy_timeout is
+// EUNAVAILABLE; keybrake errors pass through; anything else is wrapped with
+// what was being done.
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	var kerr *keybrake.Error
+	if errors.As(err, &kerr) {
+		return err
+	}
+	what := fmt.Sprintf(format, args...)
+	if unavailable(err) {
+		return &unavailableError{what: what, err: err}
+	}
+	return fmt.Errorf("sqlite: %s: %w", what, err)
+}
+
+// unavailableError is EUNAVAILABLE that still unwraps to the driver error.
+type unavailableError struct {
+	what string
+	err  error
+}
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("sqlite: %s: store unavailable: %v", e.what, e.err)
+}
+
+func (e *unavailableError) Unwrap() []error {
+	return []error{keybrake.Errorf(keybrake.EUNAVAILABLE, "The spend store is unavailable."), e.err}
+}
+
+func unavailable(err error) bool {
+	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "sql: database is closed") {
+		return true
+	}
+	var serr *sqlite3.Error
+	if errors.As(err, &serr) {
+		switch serr.Code() & 0xff {
+		case sqlite3lib.SQLITE_BUSY, sqlite3lib.SQLITE_LOCKED, sqlite3lib.SQLITE_CANTOPEN,
+			sqlite3lib.SQLITE_IOERR, sqlite3lib.SQLITE_FULL, sqlite3lib.SQLITE_READONLY:
+			return true
+		}
+	}
+	return false
+}
+
+// isUnique reports whether err is a UNIQUE or PRIMARY KEY violation.
+func isUnique(err error) bool {
+	var serr *sqlite3.Error
+	if errors.As(err, &serr) {
+		switch serr.Code() {
+		case sqlite3lib.SQLITE_CONSTRAINT_UNIQUE, sqlite3lib.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return true
+		}
+	}
+	return false
+}
