@@ -7,9 +7,10 @@ import (
 
 // Audit decisions.
 const (
-	DecisionAllow  = "allow"  // forwarded upstream
-	DecisionDeny   = "deny"   // refused by keybrake, nothing forwarded
-	DecisionReplay = "replay" // an Idempotency-Key already reserved; forwarded, not counted
+	DecisionAllow   = "allow"   // forwarded upstream
+	DecisionDeny    = "deny"    // refused by keybrake, nothing forwarded
+	DecisionReplay  = "replay"  // an Idempotency-Key already reserved; forwarded, not counted
+	DecisionResolve = "resolve" // the resolver settled an uncertain reservation
 )
 
 // Event is one line of a key's audit log: one per proxied request, plus one

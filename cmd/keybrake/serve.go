@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/postgres"
+	"github.com/keybrake/keybrake/sqlite"
+	"github.com/keybrake/keybrake/stripe"
+	"github.com/keybrake/keybrake/stripesim"
+)
+
+// simulatorSecret is the secret serve uses toward its in-process simulator.
+// It is a test key by construction, so it can never touch real money.
+const simulatorSecret = "sk_test_keybrake_simulator"
+
+// ServeConfig is the configuration of `keybrake serve`. Every field has a
+// flag and an environment variable.
+type ServeConfig struct {
+	Addr             string        // --addr, KEYBRAKE_ADDR
+	DB               string        // --db, KEYBRAKE_DB: a SQLite file path or a postgres:// DSN
+	Upstream         string        // --upstream, KEYBRAKE_UPSTREAM
+	StripeSecretFile string        // --stripe-secret-file, KEYBRAKE_STRIPE_SECRET_FILE
+	StripeSecret     string        // STRIPE_SECRET_KEY (environment only: secrets stay out of ps)
+	AdminToken       string        // KEYBRAKE_ADMIN_TOKEN (environment only)
+	Rates            string        // --rates, KEYBRAKE_RATES: "eur=1.08,jpy=0.0067"
+	ResolveInterval  time.Duration // --resolve-interval, KEYBRAKE_RESOLVE_INTERVAL
+	StaleAfter       time.Duration // --stale-after, KEYBRAKE_STALE_AFTER
+	UpstreamTimeout  time.Duration // --upstream-timeout, KEYBRAKE_UPSTREAM_TIMEOUT
+	SimState         string        // --sim-state, KEYBRAKE_SIM_STATE
+	LogLevel         string        // --log-level, KEYBRAKE_LOG_LEVEL
+	LogFormat        string        // --log-format, KEYBRAKE_LOG_FORMAT
+}
+
+// ServeMain is `keybrake serve`: ParseFlags, then Run, then Close. Tests
+// start it in-process on 127.0.0.1:0 with a temp dir.
+type ServeMain struct {
+	Config ServeConfig
+	Env    Env
+	// Now, when set, replaces the clock of the proxy (and of the simulator
+	// when it is the upstream), for tests of calendar windows.
+	Now func() time.Time
+	// Transport, when set, carries upstream requests (tests cut connections).
+	Transport http.RoundTripper
+
+	Store     keybrake.Store
+	HTTP      *khttp.Server
+	Sim       *stripesim.Server
+	simServer *http.Server
+	simLn     net.Listener
+	logger    *slog.Logger
+}
+
+// NewServeMain returns a ServeMain with the defaults.
+func NewServeMain(env Env) *ServeMain {
+	return &ServeMain{Env: env, Config: ServeConfig{
+		Addr:            "127.0.0.1:8080",
+		DB:              "keybrake.db",
+		Upstream:        "https://api.stripe.com",
+		ResolveInterval: 10 * time.Second,
+		StaleAfter:      2 * time.Minute,
+		UpstreamTimeout: 80 * time.Second,
+		LogLevel:        "info",
+		LogFormat:       "text",
+	}}
+}
+
+// ParseFlags reads the environment, then the flags, which win.
+func (m *ServeMain) ParseFlags(args []string) error {
+	c, env := &m.Config, m.Env
+	fs := flagSet("serve", `Runs the spend-cap proxy (/stripe/v1/…), the admin API (/vault/keys) and
+/metrics. With no Stripe secret configured, it runs the built-in Stripe
+simulator in-process as its upstream and says so in its log and in the
+Keybrake-Upstream: simulator response header.
+
+Environment only (secrets are kept out of the process list):
+  STRIPE_SECRET_KEY      the real Stripe secret (sk_… or rk_…); unset = simulator
+  KEYBRAKE_ADMIN_TOKEN   the admin API token; unset = one is generated and printed once`, env)
+	fs.StringVar(&c.Addr, "addr", envDefault(env, "KEYBRAKE_ADDR", c.Addr), "listen address (KEYBRAKE_ADDR)")
+	fs.StringVar(&c.DB, "db", envDefault(env, "KEYBRAKE_DB", c.DB), "store: a SQLite file path, or a postgres:// DSN for several replicas (KEYBRAKE_DB)")
+	fs.StringVar(&c.Upstream, "upstream", envDefault(env, "KEYBRAKE_UPSTREAM", c.Upstream), "Stripe API base URL (KEYBRAKE_UPSTREAM)")
+	fs.StringVar(&c.StripeSecretFile, "stripe-secret-file", envDefault(env, "KEYBRAKE_STRIPE_SECRET_FILE", ""), "file holding the Stripe secret, instead of STRIPE_SECRET_KEY (KEYBRAKE_STRIPE_SECRET_FILE)")
+	fs.StringVar(&c.Rates, "rates", envDefault(env, "KEYBRAKE_RATES", ""), "USD value of one unit of each non-USD currency, e.g. eur=1.08,jpy=0.0067 (KEYBRAKE_RATES)")
+	fs.DurationVar(&c.ResolveInterval, "resolve-interval", envDuration(env, "KEYBRAKE_RESOLVE_INTERVAL", c.ResolveInterval), "how often the resolver settles uncertain reservations; 0 disables (KEYBRAKE_RESOLVE_INTERVAL)")
+	fs.DurationVar(&c.StaleAfter, "stale-after", envDuration(env, "KEYBRAKE_STALE_AFTER", c.StaleAfter), "age after which an unanswered reservation counts as interrupted (KEYBRAKE_STALE_AFTER)")
+	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", envDuration(env, "KEYBRAKE_UPSTREAM_TIMEOUT", c.UpstreamTimeout), "timeout of one upstream request (KEYBRAKE_UPSTREAM_TIMEOUT)")
+	fs.StringVar(&c.SimState, "sim-state", envDefault(env, "KEYBRAKE_SIM_STATE", ""), "file where the in-process simulator keeps its state across restarts (KEYBRAKE_SIM_STATE)")
+	fs.StringVar(&c.LogLevel, "log-level", envDefault(env, "KEYBRAKE_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (KEYBRAKE_LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", envDefault(env, "KEYBRAKE_LOG_FORMAT", c.LogFormat), "text or json (KEYBRAKE_LOG_FORMAT)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	c.StripeSecret = strings.TrimSpace(env.Getenv("STRIPE_SECRET_KEY"))
+	c.AdminToken = strings.TrimSpace(env.Getenv("KEYBRAKE_ADMIN_TOKEN"))
+	return nil
+}
+
+func envDuration(env Env, name string, def time.Duration) time.Duration {
+	v := envDefault(env, name, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		// Caught again, with the field named, in validate.
+		return -1
+	}
+	return d
+}
+
+// validate checks the configuration and names the first bad field.
+func (m *ServeMain) validate() (stripe.Rates, error) {
+	c := &m.Config
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return nil, fmt.Errorf("invalid --addr (KEYBRAKE_ADDR) %q: %v", c.Addr, err)
+	}
+	if c.DB == "" {
+		return nil, fmt.Errorf("invalid --db (KEYBRAKE_DB): empty")
+	}
+	if c.ResolveInterval < 0 {
+		return nil, fmt.Errorf("invalid --resolve-interval (KEYBRAKE_RESOLVE_INTERVAL): must be a non-negative duration like 10s")
+	}
+	if c.StaleAfter <= 0 {
+		return nil, fmt.Errorf("invalid --stale-after (KEYBRAKE_STALE_AFTER): must be a positive duration like 2m")
+	}
+	if c.UpstreamTimeout <= 0 {
+		return nil, fmt.Errorf("invalid --upstream-timeout (KEYBRAKE_UPSTREAM_TIMEOUT): must be a positive duration like 80s")
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return nil, fmt.Errorf("invalid --log-format (KEYBRAKE_LOG_FORMAT) %q: want text or json", c.LogFormat)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("invalid --log-level (KEYBRAKE_LOG_LEVEL) %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.StripeSecretFile != "" {
+		if c.StripeSecret != "" {
+			return nil, fmt.Errorf("both STRIPE_SECRET_KEY and --stripe-secret-file are set; use one")
+		}
+		b, err := os.ReadFile(c.StripeSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --stripe-secret-file (KEYBRAKE_STRIPE_SECRET_FILE): %v", err)
+		}
+		c.StripeSecret = strings.TrimSpace(string(b))
+	}
+	if c.StripeSecret != "" && !strings.HasPrefix(c.StripeSecret, "sk_") && !strings.HasPrefix(c.StripeSecret, "rk_") {
+		return nil, fmt.Errorf("invalid STRIPE_SECRET_KEY: a Stripe secret starts with sk_ or rk_ (a vault key cannot be the upstream secret)")
+	}
+	u, err := url.Parse(c.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("invalid --upstream (KEYBRAKE_UPSTREAM) %q: want an http(s) URL like https://api.stripe.com", c.Upstream)
+	}
+	rates, err := stripe.ParseRates(c.Rates)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --rates (KEYBRAKE_RATES): %s", keybrake.ErrorMessage(err))
+	}
+	return rates, nil
+}
+
+// Run opens the store, the simulator if needed, and the server.
+func (m *ServeMain) Run(ctx context.Context) error {
+	rates, err := m.validate()
+	if err != nil {
+		return err
+	}
+	m.logger = newLogger(m.Env, m.Config.LogLevel, m.Config.LogFormat)
+	if m.Store, err = openStore(ctx, m.Config.DB); err != nil {
+		return err
+	}
+	s := khttp.NewServer()
+	s.Addr = m.Config.Addr
+	s.Store = m.Store
+	s.Rates = rates
+	s.Logger = m.logger
+	s.ResolveInterval = m.Config.ResolveInterval
+	s.StaleAfter = m.Config.StaleAfter
+	s.UpstreamTimeout = m.Config.UpstreamTimeout
+	s.Transport = m.Transport
+	if m.Now != nil {
+		s.Now = m.Now
+	}
+	if m.Config.StripeSecret == "" {
+		if err := m.openSimulator(); err != nil {
+			return err
+		}
+		s.Upstream, _ = url.Parse("http://" + m.simLn.Addr().String())
+		s.UpstreamKey = simulatorSecret
+		s.Simulated = true
+		m.logger.Warn("NO STRIPE SECRET CONFIGURED: the upstream is keybrake's built-in Stripe SIMULATOR, not Stripe. No real money moves. Set STRIPE_SECRET_KEY to proxy the real Stripe API.", "simulator", s.Upstream.String())
+	} else {
+		s.Upstream, _ = url.Parse(m.Config.Upstream)
+		s.UpstreamKey = m.Config.StripeSecret
+	}
+	s.AdminToken = m.Config.AdminToken
+	if s.AdminToken == "" {
+		s.AdminToken = "kbadm_" + randomHex(24)
+		fmt.Fprintf(m.Env.Stderr, "KEYBRAKE_ADMIN_TOKEN is not set; the admin token for this run is:\n\n    %s\n\n", s.AdminToken)
+	}
+	m.HTTP = s
+	if err := s.Open(); err != nil {
+		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
+	}
+	m.logger.Info("keybrake serving", "url", s.URL(), "proxy", s.URL()+"/stripe", "admin", s.URL()+"/vault/keys", "store", storeKind(m.Config.DB), "upstream", s.Upstream.Redacted())
+	return nil
+}
+
+// openSimulator starts the simulator on a loopback port of its own, so the
+// proxy reaches it over real HTTP exactly as it reaches Stripe.
+func (m *ServeMain) openSimulator() error {
+	opts := stripesim.Options{StatePath: m.Config.SimState, Logger: m.logger.With("component", "stripesim")}
+	if m.Now != nil {
+		opts.Now = m.Now
+	}
+	sim, err := stripesim.New(opts)
+	if err != nil {
+		return fmt.Errorf("start the simulator: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("start the simulator: %w", err)
+	}
+	m.Sim, m.simLn = sim, ln
+	m.simServer = &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	go m.simServer.Serve(ln)
+	return nil
+}
+
+// Close stops the server, then the simulator, then the store.
+func (m *ServeMain) Close() error {
+	var errs []error
+	if m.HTTP != nil {
+		errs = append(errs, m.HTTP.Close())
+	}
+	if m.simServer != nil {
+		errs = append(errs, m.simServer.Close())
+	}
+	if m.Sim != nil {
+		errs = append(errs, m.Sim.Close())
+	}
+	if m.Store != nil {
+		errs = append(errs, m.Store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func openStore(ctx context.Context, db string) (keybrake.Store, error) {
+	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
+		s, err := postgres.Open(ctx, db)
+		if err != nil {
+			return nil, fmt.Errorf("open --db (KEYBRAKE_DB) postgres: %w", err)
+		}
+		return s, nil
+	}
+	if dir := filepath.Dir(db); dir != "." {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("invalid --db (KEYBRAKE_DB) %q: %v", db, err)
+		}
+	}
+	s, err := sqlite.Open(db)
+	if err != nil {
+		return nil, fmt.Errorf("open --db (KEYBRAKE_DB) %q: %w", db, err)
+	}
+	return s, nil
+}
+
+func storeKind(db string) string {
+	if strings.HasPrefix(db, "postgres") {
+		return "postgres"
+	}
+	return "sqlite:" + db
+}
+
+func newLogger(env Env, level, format string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(env.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(env.Stderr, opts))
+}
+
+func runServe(ctx context.Context, args []string, env Env) error {
+	m := NewServeMain(env)
+	if err := m.ParseFlags(args); err != nil {
+		return err
+	}
+	if err := m.Run(ctx); err != nil {
+		m.Close()
+		return err
+	}
+	<-ctx.Done()
+	m.logger.Info("shutting down: finishing in-flight requests")
+	return m.Close()
+}

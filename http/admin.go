@@ -1,0 +1,548 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/stripe"
+)
+
+// Limits on admin input, so a hostile or mistaken request is refused with a
+// clear message instead of stored.
+const (
+	maxLabelLen     = 200
+	maxListEntries  = 100
+	maxEntryLen     = 255
+	maxMetadataKeys = 50
+	maxAdminBody    = 64 << 10
+)
+
+// serveAdmin routes the admin API. raw is the escaped path.
+func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request, raw string) {
+	if !s.adminAuthorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="keybrake admin"`)
+		s.writeAdminError(w, r, keybrake.Errorf(keybrake.EUNAUTHORIZED, "The admin API needs Authorization: Bearer <KEYBRAKE_ADMIN_TOKEN>."))
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(raw, "/vault/keys"), "/")
+	// parts[0] is "" (the slash); "/vault/keys" gives [""].
+	switch {
+	case len(parts) == 1 && r.Method == http.MethodPost:
+		s.handleCreateKey(w, r)
+	case len(parts) == 1 && r.Method == http.MethodGet:
+		s.handleListKeys(w, r)
+	case len(parts) == 2 && validID(parts[1]) && r.Method == http.MethodGet:
+		s.handleGetKey(w, r, parts[1])
+	case len(parts) == 2 && validID(parts[1]) && r.Method == http.MethodPatch:
+		s.handleUpdateKey(w, r, parts[1])
+	case len(parts) == 3 && validID(parts[1]) && parts[2] == "revoke" && r.Method == http.MethodPost:
+		s.handleRevokeKey(w, r, parts[1])
+	case len(parts) == 3 && validID(parts[1]) && parts[2] == "events" && r.Method == http.MethodGet:
+		s.handleListEvents(w, r, parts[1])
+	default:
+		s.writeAdminError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "No admin route for %s %s.", r.Method, raw))
+	}
+}
+
+var idPattern = regexp.MustCompile(`^vk_[0-9A-Za-z]{1,64}$`)
+
+func validID(s string) bool { return idPattern.MatchString(s) }
+
+func (s *Server) adminAuthorized(r *http.Request) bool {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(token), []byte(s.AdminToken)) == 1
+}
+
+// keyView is a key as the admin API shows it.
+type keyView struct {
+	*keybrake.Key
+	Object   string  `json:"object"`
+	VaultKey string  `json:"vault_key,omitempty"` // only in the response to creation
+	Budget   *budget `json:"budget,omitempty"`
+}
+
+func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
+	fields, err := decodeObject(r)
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	now := s.Now().UTC().Truncate(time.Microsecond)
+	k := &keybrake.Key{Vendor: keybrake.VendorStripe, Timezone: "UTC", CreatedAt: now, UpdatedAt: now}
+	var upd keybrake.KeyUpdate
+	if err := applyFields(fields, k, &upd, true); err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	if k.ExpiresAt != nil && !k.ExpiresAt.After(now) {
+		s.writeAdminError(w, r, keybrake.ErrorParam("expires_at", "expires_at %s is not in the future.", k.ExpiresAt.Format(time.RFC3339)))
+		return
+	}
+	secret := randomID(keybrake.VaultKeyPrefix, 32)
+	k.ID = randomID("vk_", 24)
+	k.SecretHash = HashSecret(secret)
+	k.SecretPrefix = secret[:len(keybrake.VaultKeyPrefix)+4]
+	if err := s.Store.CreateKey(r.Context(), k); err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	s.logger().Info("vault key created", "key_id", k.ID, "label", k.Label)
+	b, err := s.budget(r.Context(), k, now)
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, keyView{Key: k, Object: "vault_key", VaultKey: secret, Budget: b})
+}
+
+func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
+	limit, err := parseLimit(r)
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	after := r.URL.Query().Get("starting_after")
+	if after != "" && !validID(after) {
+		s.writeAdminError(w, r, keybrake.ErrorParam("starting_after", "starting_after %q is not a key id.", after))
+		return
+	}
+	keys, more, err := s.Store.FindKeys(r.Context(), keybrake.KeyFilter{Limit: limit, StartingAfter: after})
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	data := make([]keyView, len(keys))
+	for i, k := range keys {
+		data[i] = keyView{Key: k, Object: "vault_key"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "has_more": more})
+}
+
+func (s *Server) handleGetKey(w http.ResponseWriter, r *http.Request, id string) {
+	k, err := s.Store.FindKeyByID(r.Context(), id)
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	b, err := s.budget(r.Context(), k, s.Now())
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, keyView{Key: k, Object: "vault_key", Budget: b})
+}
+
+func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id string) {
+	fields, err := decodeObject(r)
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	var upd keybrake.KeyUpdate
+	if err := applyFields(fields, nil, &upd, false); err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	now := s.Now().UTC().Truncate(time.Microsecond)
+	k, err := s.Store.UpdateKey(r.Context(), id, upd, now)
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	s.logger().Info("vault key updated", "key_id", k.ID)
+	b, err := s.budget(r.Context(), k, now)
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, keyView{Key: k, Object: "vault_key", Budget: b})
+}
+
+func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request, id string) {
+	k, err := s.Store.RevokeKey(r.Context(), id, s.Now().UTC().Truncate(time.Microsecond))
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	s.logger().Info("vault key revoked", "key_id", k.ID)
+	writeJSON(w, http.StatusOK, keyView{Key: k, Object: "vault_key"})
+}
+
+func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request, id string) {
+	if _, err := s.Store.FindKeyByID(r.Context(), id); err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	limit, err := parseLimit(r)
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	var after int64
+	if v := r.URL.Query().Get("starting_after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after <= 0 {
+			s.writeAdminError(w, r, keybrake.ErrorParam("starting_after", "starting_after must be an event id (a positive integer)."))
+			return
+		}
+	}
+	events, more, err := s.Store.FindEvents(r.Context(), keybrake.EventFilter{KeyID: id, Limit: limit, StartingAfter: after})
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	if events == nil {
+		events = []*keybrake.Event{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": events, "has_more": more})
+}
+
+func parseLimit(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 10, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100 {
+		return 0, keybrake.ErrorParam("limit", "limit must be an integer from 1 to 100.")
+	}
+	return n, nil
+}
+
+// decodeObject reads a JSON object body strictly: bounded size, one object,
+// no trailing data, no duplicate fields.
+func decodeObject(r *http.Request) (map[string]json.RawMessage, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+	if err != nil {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "Could not read the request body: %v", err)
+	}
+	if len(body) > maxAdminBody {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "The request body is larger than %d bytes.", maxAdminBody)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "The request body is empty; send a JSON object.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "The request body must be a JSON object.")
+	}
+	fields := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, keybrake.Errorf(keybrake.EINVALID, "Invalid JSON: %v", err)
+		}
+		name := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, keybrake.ErrorParam(name, "Invalid JSON in field %q: %v", name, err)
+		}
+		if _, dup := fields[name]; dup {
+			return nil, keybrake.ErrorParam(name, "Field %q appears more than once.", name)
+		}
+		fields[name] = raw
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "Invalid JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "Unexpected data after the JSON object.")
+	}
+	return fields, nil
+}
+
+// applyFields validates the admin fields and applies them to k (creation)
+// or upd (update). Unknown fields are an error naming the field, as Caddy
+// decodes config: a typo must not silently drop a cap.
+func applyFields(fields map[string]json.RawMessage, k *keybrake.Key, upd *keybrake.KeyUpdate, create bool) error {
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := applyField(name, fields[name], k, upd, create); err != nil {
+			return err
+		}
+	}
+	if create {
+		if k.Timezone == "" {
+			k.Timezone = "UTC"
+		}
+	}
+	return nil
+}
+
+func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake.KeyUpdate, create bool) error {
+	isNull := string(raw) == "null"
+	switch name {
+	case "vendor":
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil || v != keybrake.VendorStripe {
+			return keybrake.ErrorParam(name, `vendor must be "stripe", the only vendor keybrake proxies.`)
+		}
+		if !create {
+			return keybrake.ErrorParam(name, "vendor cannot be changed.")
+		}
+	case "label":
+		v, err := decodeString(name, raw, maxLabelLen)
+		if err != nil {
+			return err
+		}
+		if create {
+			k.Label = v
+		} else {
+			upd.Label = &v
+		}
+	case "daily_usd_cap", "monthly_usd_cap", "total_usd_cap", "per_request_usd_cap":
+		var cap *keybrake.Micros
+		if !isNull {
+			var m keybrake.Micros
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return keybrake.ErrorParam(name, "%s must be a non-negative dollar amount with at most 6 decimals, like 250 or 0.50: %s", name, keybrake.ErrorMessage(err))
+			}
+			cap = &m
+		}
+		applyCap(name, cap, k, upd, create)
+	case "allowed_endpoints", "allowed_customers", "allowed_accounts", "allowed_currencies":
+		var list []string
+		if !isNull {
+			if err := json.Unmarshal(raw, &list); err != nil {
+				return keybrake.ErrorParam(name, "%s must be a list of strings.", name)
+			}
+		}
+		list, err := validateList(name, list)
+		if err != nil {
+			return err
+		}
+		applyList(name, list, k, upd, create)
+	case "timezone":
+		v, err := decodeString(name, raw, 64)
+		if err != nil {
+			return err
+		}
+		if _, err := (&keybrake.Key{Timezone: v}).Location(); err != nil {
+			return err
+		}
+		if !create {
+			return keybrake.ErrorParam(name, "timezone cannot be changed: spend already counted in calendar windows of the old zone. Create a new key instead.")
+		}
+		k.Timezone = v
+	case "allow_unpriced":
+		var v bool
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return keybrake.ErrorParam(name, "allow_unpriced must be true or false.")
+		}
+		if create {
+			k.AllowUnpriced = v
+		} else {
+			upd.AllowUnpriced = &v
+		}
+	case "metadata":
+		var m map[string]string
+		if !isNull {
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return keybrake.ErrorParam(name, "metadata must be an object of string values.")
+			}
+		}
+		if len(m) > maxMetadataKeys {
+			return keybrake.ErrorParam(name, "metadata has %d keys; at most %d are allowed.", len(m), maxMetadataKeys)
+		}
+		for mk, mv := range m {
+			if mk == "" || len(mk) > 40 || len(mv) > 500 {
+				return keybrake.ErrorParam(name, "metadata keys must be 1 to 40 characters and values at most 500.")
+			}
+		}
+		if create {
+			k.Metadata = m
+		} else {
+			upd.Metadata = &m
+		}
+	case "expires_at":
+		var t *time.Time
+		if !isNull {
+			var v time.Time
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return keybrake.ErrorParam(name, "expires_at must be an RFC 3339 time such as 2026-11-30T00:00:00Z.")
+			}
+			v = v.UTC().Truncate(time.Microsecond)
+			t = &v
+		}
+		if create {
+			k.ExpiresAt = t
+		} else {
+			upd.SetExpiresAt, upd.ExpiresAt = true, t
+		}
+	default:
+		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, metadata, expires_at.", name)
+	}
+	return nil
+}
+
+func decodeString(name string, raw json.RawMessage, max int) (string, error) {
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", keybrake.ErrorParam(name, "%s must be a string.", name)
+	}
+	if len(v) > max {
+		return "", keybrake.ErrorParam(name, "%s is longer than %d characters.", name, max)
+	}
+	return v, nil
+}
+
+func applyCap(name string, cap *keybrake.Micros, k *keybrake.Key, upd *keybrake.KeyUpdate, create bool) {
+	switch name {
+	case "daily_usd_cap":
+		if create {
+			k.Daily = cap
+		} else {
+			upd.SetDaily, upd.Daily = true, cap
+		}
+	case "monthly_usd_cap":
+		if create {
+			k.Monthly = cap
+		} else {
+			upd.SetMonthly, upd.Monthly = true, cap
+		}
+	case "total_usd_cap":
+		if create {
+			k.Total = cap
+		} else {
+			upd.SetTotal, upd.Total = true, cap
+		}
+	case "per_request_usd_cap":
+		if create {
+			k.PerRequest = cap
+		} else {
+			upd.SetPerRequest, upd.PerRequest = true, cap
+		}
+	}
+}
+
+func applyList(name string, list []string, k *keybrake.Key, upd *keybrake.KeyUpdate, create bool) {
+	var dst *[]string
+	if create {
+		switch name {
+		case "allowed_endpoints":
+			dst = &k.AllowedEndpoints
+		case "allowed_customers":
+			dst = &k.AllowedCustomers
+		case "allowed_accounts":
+			dst = &k.AllowedAccounts
+		case "allowed_currencies":
+			dst = &k.AllowedCurrencies
+		}
+		*dst = list
+		return
+	}
+	switch name {
+	case "allowed_endpoints":
+		upd.AllowedEndpoints = &list
+	case "allowed_customers":
+		upd.AllowedCustomers = &list
+	case "allowed_accounts":
+		upd.AllowedAccounts = &list
+	case "allowed_currencies":
+		upd.AllowedCurrencies = &list
+	}
+}
+
+var opNamePattern = regexp.MustCompile(`^[a-z_]+(\.[a-z_]+)+$`)
+
+// validateList checks each entry of an allowlist, naming the bad one.
+func validateList(name string, list []string) ([]string, error) {
+	if len(list) > maxListEntries {
+		return nil, keybrake.ErrorParam(name, "%s has %d entries; at most %d are allowed.", name, len(list), maxListEntries)
+	}
+	out := make([]string, 0, len(list))
+	for i, v := range list {
+		if v == "" || len(v) > maxEntryLen {
+			return nil, keybrake.ErrorParam(name, "%s[%d] must be 1 to %d characters.", name, i, maxEntryLen)
+		}
+		switch name {
+		case "allowed_endpoints":
+			if strings.HasPrefix(v, "/") {
+				if _, err := stripe.ParseOperation("GET", strings.TrimSuffix(v, "/")); err != nil || !strings.HasPrefix(v, "/v1/") {
+					return nil, keybrake.ErrorParam(name, "%s[%d] %q is not a clean Stripe path prefix like /v1/charges.", name, i, v)
+				}
+				v = strings.TrimSuffix(v, "/")
+			} else if !opNamePattern.MatchString(v) {
+				return nil, keybrake.ErrorParam(name, "%s[%d] %q is neither an operation name like charges.create nor a path prefix like /v1/charges.", name, i, v)
+			}
+		case "allowed_currencies":
+			v = strings.ToLower(v)
+			if _, ok := stripe.Exponent(v); !ok {
+				return nil, keybrake.ErrorParam(name, "%s[%d] %q is not a currency keybrake knows.", name, i, v)
+			}
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// budget is a key's spend and what is left, per window.
+type budget struct {
+	PerRequest *windowBudget   `json:"per_request,omitempty"`
+	Daily      *windowBudget   `json:"daily"`
+	Monthly    *windowBudget   `json:"monthly"`
+	Total      *windowBudget   `json:"total"`
+	Uncertain  keybrake.Micros `json:"uncertain_usd"`
+	Timezone   string          `json:"timezone"`
+}
+
+type windowBudget struct {
+	Cap       *keybrake.Micros `json:"cap_usd"`
+	Spent     keybrake.Micros  `json:"spent_usd"`
+	Remaining *keybrake.Micros `json:"remaining_usd"`
+	ResetsAt  *time.Time       `json:"resets_at,omitempty"`
+}
+
+func (s *Server) budget(ctx context.Context, k *keybrake.Key, now time.Time) (*budget, error) {
+	loc, err := k.Location()
+	if err != nil {
+		return nil, err
+	}
+	day, month := keybrake.Buckets(now, loc)
+	sp, err := s.Store.Spend(ctx, k.ID, day, month)
+	if err != nil {
+		return nil, fmt.Errorf("spend %s: %w", k.ID, err)
+	}
+	dr, mr := keybrake.DayReset(now, loc), keybrake.MonthReset(now, loc)
+	b := &budget{
+		Daily:     window(k.Daily, sp.Day, &dr),
+		Monthly:   window(k.Monthly, sp.Month, &mr),
+		Total:     window(k.Total, sp.Total, nil),
+		Uncertain: sp.Uncertain,
+		Timezone:  loc.String(),
+	}
+	if k.PerRequest != nil {
+		b.PerRequest = &windowBudget{Cap: k.PerRequest, Remaining: k.PerRequest}
+	}
+	return b, nil
+}
+
+func window(cap *keybrake.Micros, spent keybrake.Micros, reset *time.Time) *windowBudget {
+	w := &windowBudget{Cap: cap, Spent: spent, ResetsAt: reset}
+	if cap != nil {
+		r := *cap - spent
+		if r < 0 {
+			r = 0
+		}
+		w.Remaining = &r
+	}
+	return w
+}

@@ -1,0 +1,112 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/stripe"
+)
+
+// upstreamLookup prices what a request does not say (the amount of a
+// payment intent being confirmed, what is left to refund) by retrieving the
+// object upstream with the real key. Retrieval is always current, also when
+// another replica or the dashboard changed the object meanwhile.
+type upstreamLookup struct{ p *proxy }
+
+var _ stripe.Lookup = (*upstreamLookup)(nil)
+
+type lookedUp struct {
+	ID             string `json:"id"`
+	Amount         int64  `json:"amount"`
+	AmountRefunded int64  `json:"amount_refunded"`
+	AmountReceived int64  `json:"amount_received"`
+	Currency       string `json:"currency"`
+	Status         string `json:"status"`
+	Captured       bool   `json:"captured"`
+	LatestCharge   any    `json:"latest_charge"`
+}
+
+// PaymentIntent returns the intent's amount and currency.
+func (l *upstreamLookup) PaymentIntent(ctx context.Context, id, account string) (int64, string, error) {
+	var pi lookedUp
+	if err := l.get(ctx, "/v1/payment_intents/"+url.PathEscape(id), account, &pi); err != nil {
+		return 0, "", err
+	}
+	return pi.Amount, pi.Currency, nil
+}
+
+// Charge returns the charge's amount and currency.
+func (l *upstreamLookup) Charge(ctx context.Context, id, account string) (int64, string, error) {
+	var ch lookedUp
+	if err := l.get(ctx, "/v1/charges/"+url.PathEscape(id), account, &ch); err != nil {
+		return 0, "", err
+	}
+	return ch.Amount, ch.Currency, nil
+}
+
+// Refundable returns what is left to refund of a charge, or of a payment
+// intent's latest charge.
+func (l *upstreamLookup) Refundable(ctx context.Context, chargeID, paymentIntentID, account string) (int64, string, error) {
+	if chargeID == "" && paymentIntentID != "" {
+		var pi lookedUp
+		if err := l.get(ctx, "/v1/payment_intents/"+url.PathEscape(paymentIntentID), account, &pi); err != nil {
+			return 0, "", err
+		}
+		switch lc := pi.LatestCharge.(type) {
+		case string:
+			chargeID = lc
+		case map[string]any:
+			chargeID, _ = lc["id"].(string)
+		}
+		if chargeID == "" {
+			return 0, "", keybrake.ErrorParam("payment_intent", "Payment intent %s has no charge to refund.", paymentIntentID)
+		}
+	}
+	var ch lookedUp
+	if err := l.get(ctx, "/v1/charges/"+url.PathEscape(chargeID), account, &ch); err != nil {
+		return 0, "", err
+	}
+	return ch.Amount - ch.AmountRefunded, ch.Currency, nil
+}
+
+// get retrieves one object upstream. A 404 is EINVALID (the client named an
+// object that does not exist); anything else failing is EUNAVAILABLE, since
+// keybrake cannot price the request and must not forward it unpriced.
+func (l *upstreamLookup) get(ctx context.Context, path, account string, v any) error {
+	s := l.p.s
+	u := *s.Upstream
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.UpstreamKey)
+	if account != "" {
+		req.Header.Set("Stripe-Account", account)
+	}
+	resp, err := s.Transport.RoundTrip(req)
+	if err != nil {
+		return &keybrake.Error{Code: keybrake.EUNAVAILABLE, Message: fmt.Sprintf("keybrake could not look up %s upstream to price this request (%s); nothing was forwarded.", path, upstreamErrorKind(err))}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil {
+		return &keybrake.Error{Code: keybrake.EUNAVAILABLE, Message: "keybrake could not read the upstream lookup of " + path + "; nothing was forwarded."}
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return keybrake.Errorf(keybrake.EINVALID, "No such object upstream: %s.", path)
+	case resp.StatusCode >= 300:
+		return &keybrake.Error{Code: keybrake.EUNAVAILABLE, Message: fmt.Sprintf("keybrake's upstream lookup of %s answered %d, so it cannot price this request; nothing was forwarded.", path, resp.StatusCode)}
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return &keybrake.Error{Code: keybrake.EUNAVAILABLE, Message: "keybrake could not read the upstream lookup of " + path + "."}
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package http_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v82"
+
+	"github.com/keybrake/keybrake"
+	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/sqlite"
+	"github.com/keybrake/keybrake/stripe"
+	"github.com/keybrake/keybrake/stripesim"
+)
+
+const adminToken = "kbadm_test_token"
+
+// Clock is an injected clock shared by the proxy and the simulator.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Env is a keybrake server on 127.0.0.1:0 with a SQLite store in a temp dir
+// and the simulator as its upstream.
+type Env struct {
+	Server *khttp.Server
+	Sim    *stripesim.Server
+	SimURL string
+	Store  keybrake.Store
+	Clock  *Clock
+}
+
+// Option adjusts the server before it opens.
+type Option func(*khttp.Server)
+
+// MustOpen starts an Env; t.Cleanup closes it.
+func MustOpen(tb testing.TB, opts ...Option) *Env {
+	tb.Helper()
+	clock := NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	sim, err := stripesim.New(stripesim.Options{Now: clock.Now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	simSrv := httptest.NewServer(sim)
+	tb.Cleanup(simSrv.Close)
+
+	store, err := sqlite.Open(filepath.Join(tb.TempDir(), "keybrake.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := khttp.NewServer()
+	s.Addr = "127.0.0.1:0"
+	s.Store = store
+	s.Upstream = mustURL(tb, simSrv.URL)
+	s.UpstreamKey = "sk_test_upstream_secret_do_not_leak"
+	s.AdminToken = adminToken
+	s.Now = clock.Now
+	s.Simulated = true
+	s.Rates = stripe.Rates{"eur": 1_080_000, "jpy": 6_700, "kwd": 3_250_000}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := s.Open(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		s.Close()
+		store.Close()
+	})
+	return &Env{Server: s, Sim: sim, SimURL: simSrv.URL, Store: store, Clock: clock}
+}
+
+// CreateKey creates a vault key through the admin API and returns its id
+// and secret.
+func (e *Env) CreateKey(tb testing.TB, body string) (id, secret string) {
+	tb.Helper()
+	resp, out := e.Admin(tb, "POST", "/vault/keys", body)
+	if resp.StatusCode != http.StatusCreated {
+		tb.Fatalf("create key: %d %s", resp.StatusCode, out)
+	}
+	var v struct {
+		ID       string `json:"id"`
+		VaultKey string `json:"vault_key"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		tb.Fatal(err)
+	}
+	return v.ID, v.VaultKey
+}
+
+// Admin calls the admin API with the admin token.
+func (e *Env) Admin(tb testing.TB, method, path, body string) (*http.Response, []byte) {
+	tb.Helper()
+	return e.Do(tb, method, path, body, map[string]string{"Authorization": "Bearer " + adminToken, "Content-Type": "application/json"})
+}
+
+// Do sends a raw request to the server.
+func (e *Env) Do(tb testing.TB, method, path, body string, headers map[string]string) (*http.Response, []byte) {
+	tb.Helper()
+	req, err := http.NewRequest(method, e.Server.URL()+path, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if body != "" && headers["Content-Type"] == "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp, out
+}
+
+// Stripe returns a stripe-go client that talks to keybrake with secret. It
+// does not retry, so each test sees every answer.
+func (e *Env) Stripe(secret string) *stripego.Client {
+	return StripeClient(e.Server.URL()+"/stripe", secret, 0)
+}
+
+// StripeClient returns a stripe-go client for base with retries.
+func StripeClient(base, secret string, retries int64) *stripego.Client {
+	cfg := &stripego.BackendConfig{
+		URL:               stripego.String(base),
+		MaxNetworkRetries: stripego.Int64(retries),
+		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
+		HTTPClient:        &http.Client{Timeout: 30 * time.Second},
+	}
+	return stripego.NewClient(secret, stripego.WithBackends(stripego.NewBackendsWithConfig(cfg)))
+}
+
+// Spend returns the key's counted spend today.
+func (e *Env) Spend(tb testing.TB, keyID string) keybrake.Spend {
+	tb.Helper()
+	k, err := e.Store.FindKeyByID(context.Background(), keyID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	loc, _ := k.Location()
+	day, month := keybrake.Buckets(e.Clock.Now(), loc)
+	sp, err := e.Store.Spend(context.Background(), keyID, day, month)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sp
+}
+
+// SucceededUSD is the ground truth: USD cents of the simulator's charges
+// that succeeded, minus nothing refunded (tests that refund check apart).
+func (e *Env) SucceededCents(currency string) (n int, cents int64) {
+	for _, c := range e.Sim.GroundTruth().Charges {
+		if c.Status == "succeeded" && c.Currency == currency {
+			n++
+			cents += c.Amount
+		}
+	}
+	return n, cents
+}
+
+// MustResolve runs the resolver until nothing is left to resolve.
+func (e *Env) MustResolve(tb testing.TB) {
+	tb.Helper()
+	for i := 0; i < 10; i++ {
+		n, err := e.Server.Resolve(context.Background())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
+// StripeErr asserts err is a *stripe.Error with the HTTP status and returns it.
+func StripeErr(tb testing.TB, err error, status int) *stripego.Error {
+	tb.Helper()
+	se, ok := err.(*stripego.Error)
+	if !ok {
+		tb.Fatalf("err = %T %v, want *stripe.Error with status %d", err, err, status)
+	}
+	if se.HTTPStatusCode != status {
+		tb.Fatalf("status = %d (%s: %s), want %d", se.HTTPStatusCode, se.Code, se.Msg, status)
+	}
+	return se
+}
+
+func mustURL(tb testing.TB, s string) *urlURL {
+	tb.Helper()
+	u, err := parseURL(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
+
+// NoLeak asserts the upstream secret appears nowhere in b.
+func NoLeak(tb testing.TB, b []byte) {
+	tb.Helper()
+	if bytes.Contains(b, []byte("sk_test_upstream_secret_do_not_leak")) {
+		tb.Fatalf("upstream secret leaked: %s", b)
+	}
+}

@@ -1,0 +1,92 @@
+package http
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// maxOperationLabels bounds the operation label's cardinality: unknown paths
+// build new operation names, and a hostile client must not grow the metrics
+// without bound.
+const maxOperationLabels = 200
+
+// metrics are keybrake's Prometheus metrics, on a registry of their own so
+// several servers in one test process do not collide.
+type metrics struct {
+	reg       *prometheus.Registry
+	decisions *prometheus.CounterVec
+	upstreams *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	reservedM *prometheus.CounterVec
+	resolves  *prometheus.CounterVec
+
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keybrake_requests_total", Help: "Proxied requests by operation and decision (allow, replay, or the refusal's error code).",
+		}, []string{"operation", "decision"}),
+		upstreams: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keybrake_upstream_responses_total", Help: "Upstream answers by operation and status (0 for no answer).",
+		}, []string{"operation", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "keybrake_request_duration_seconds", Help: "Time from receiving a proxied request to its upstream answer.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"operation"}),
+		reservedM: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keybrake_reserved_usd_micros_total", Help: "USD micros reserved against caps (replays excluded).",
+		}, []string{"operation"}),
+		resolves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keybrake_resolved_total", Help: "Uncertain reservations the resolver brought to a final state.",
+		}, []string{"state"}),
+		names: map[string]bool{},
+	}
+	m.reg.MustRegister(m.decisions, m.upstreams, m.latency, m.reservedM, m.resolves,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) label(op string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.names[op] {
+		return op
+	}
+	if len(m.names) >= maxOperationLabels {
+		return "other"
+	}
+	m.names[op] = true
+	return op
+}
+
+func (m *metrics) decision(op, decision string) {
+	m.decisions.WithLabelValues(m.label(op), decision).Inc()
+}
+
+func (m *metrics) upstream(c *call, status int) {
+	op := m.label(opName(c))
+	m.upstreams.WithLabelValues(op, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(op).Observe(nowSince(c))
+}
+
+func (m *metrics) reserved(c *call, replay bool) {
+	if !replay {
+		m.reservedM.WithLabelValues(m.label(opName(c))).Add(float64(c.price.Micros))
+	}
+}
+
+func (m *metrics) resolved(state string) {
+	m.resolves.WithLabelValues(state).Inc()
+}

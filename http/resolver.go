@@ -1,0 +1,191 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// resolveLoop runs Resolve every ResolveInterval until Close.
+func (s *Server) resolveLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.ResolveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.ResolveInterval*4+s.UpstreamTimeout)
+			if _, err := s.Resolve(ctx); err != nil {
+				s.logger().Warn("resolver pass failed", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Resolve settles uncertain reservations, and reserved ones older than
+// StaleAfter (their replica died mid-request), by replaying the identical
+// request with the same Idempotency-Key: Stripe answers with its saved
+// response, so the replay never moves money twice. Past Stripe's 24-hour
+// window it searches for the object by the metadata keybrake attached
+// instead. Each reservation is leased first, so replicas never race on one.
+// It returns how many reservations reached a final state.
+func (s *Server) Resolve(ctx context.Context) (int, error) {
+	now := s.Now()
+	rsvs, err := s.Store.LeaseUncertain(ctx, s.ID, now, now.Add(-s.StaleAfter), now.Add(time.Minute), 100)
+	if err != nil {
+		return 0, fmt.Errorf("lease uncertain: %w", err)
+	}
+	done := 0
+	for _, rsv := range rsvs {
+		final, err := s.resolveOne(ctx, rsv)
+		if err != nil {
+			s.logger().Warn("resolve failed; will retry", "reservation", rsv.ID, "err", err)
+			continue
+		}
+		if final {
+			done++
+		}
+	}
+	return done, nil
+}
+
+func (s *Server) resolveOne(ctx context.Context, rsv *keybrake.Reservation) (bool, error) {
+	if s.Now().Sub(rsv.CreatedAt) > idempotencyWindow-time.Hour {
+		return s.resolveBySearch(ctx, rsv)
+	}
+	status, body, err := s.replay(ctx, rsv)
+	if err != nil {
+		return false, s.markUncertain(ctx, rsv, 0, "resolver replay failed: "+upstreamErrorKind(err))
+	}
+	obj := parseObject(body)
+	switch {
+	case status >= 200 && status < 300:
+		amount, currency, micros := s.proxy.actual(rsv, obj)
+		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateSettled, Amount: amount, Currency: currency, SettledMicros: micros, ObjectID: obj.ID, UpstreamStatus: status, Now: s.Now()}, "resolver: settled by idempotent replay")
+	case status == http.StatusConflict || status == http.StatusTooManyRequests:
+		return false, s.markUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
+	case status >= 400 && status < 500:
+		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateReleased, ObjectID: obj.ID, UpstreamStatus: status, Now: s.Now()}, fmt.Sprintf("resolver: released, upstream answered %d", status))
+	default:
+		return false, s.markUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
+	}
+}
+
+// replay sends the reservation's request again, byte for byte, with its
+// Idempotency-Key.
+func (s *Server) replay(ctx context.Context, rsv *keybrake.Reservation) (int, []byte, error) {
+	u := *s.Upstream
+	u.Path = strings.TrimSuffix(u.Path, "/") + rsv.Request.Path
+	req, err := http.NewRequestWithContext(ctx, rsv.Request.Method, u.String(), bytes.NewReader([]byte(rsv.Request.Body)))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.UpstreamKey)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Content-Length", strconv.Itoa(len(rsv.Request.Body)))
+	req.Header.Set("Idempotency-Key", rsv.IdempotencyKey)
+	if rsv.Request.StripeAccount != "" {
+		req.Header.Set("Stripe-Account", rsv.Request.StripeAccount)
+	}
+	if rsv.Request.StripeVersion != "" {
+		req.Header.Set("Stripe-Version", rsv.Request.StripeVersion)
+	}
+	return s.roundTrip(req)
+}
+
+func (s *Server) roundTrip(req *http.Request) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), s.UpstreamTimeout)
+	defer cancel()
+	resp, err := s.Transport.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, body, nil
+}
+
+// resolveBySearch finds, past Stripe's idempotency window, the object a
+// reservation created, by the metadata keybrake attached. Only charges and
+// payment intents are searchable; others stay uncertain for an operator.
+func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation) (bool, error) {
+	var resource string
+	switch {
+	case strings.HasPrefix(rsv.Operation, "charges.create"):
+		resource = "charges"
+	case strings.HasPrefix(rsv.Operation, "payment_intents.create"):
+		resource = "payment_intents"
+	default:
+		return false, s.markUncertain(ctx, rsv, 0, "resolver: past the idempotency window and not searchable; an operator must reconcile it")
+	}
+	u := *s.Upstream
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/" + resource + "/search"
+	u.RawQuery = url.Values{"query": {fmt.Sprintf("metadata['%s']:'%s'", metadataKey, rsv.IdempotencyKey)}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.UpstreamKey)
+	if rsv.Request.StripeAccount != "" {
+		req.Header.Set("Stripe-Account", rsv.Request.StripeAccount)
+	}
+	status, body, err := s.roundTrip(req)
+	if err != nil || status != http.StatusOK {
+		return false, s.markUncertain(ctx, rsv, status, "resolver: search failed; will retry")
+	}
+	var result struct {
+		Data []object `json:"data"`
+	}
+	if err := jsonUnmarshal(body, &result); err != nil {
+		return false, s.markUncertain(ctx, rsv, status, "resolver: unreadable search result; will retry")
+	}
+	if len(result.Data) == 0 {
+		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateReleased, UpstreamStatus: status, Now: s.Now()}, "resolver: no object found by metadata after the idempotency window; released")
+	}
+	amount, currency, micros := s.proxy.actual(rsv, result.Data[0])
+	return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateSettled, Amount: amount, Currency: currency, SettledMicros: micros, ObjectID: result.Data[0].ID, UpstreamStatus: status, Now: s.Now()}, "resolver: settled from the object found by metadata")
+}
+
+func (s *Server) markUncertain(ctx context.Context, rsv *keybrake.Reservation, status int, reason string) error {
+	if rsv.State == keybrake.StateUncertain {
+		return fmt.Errorf("%s", reason)
+	}
+	_, err := s.Store.Settle(ctx, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateUncertain, UpstreamStatus: status, Now: s.Now()})
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%s", reason)
+}
+
+func (s *Server) finish(ctx context.Context, rsv *keybrake.Reservation, args keybrake.SettleArgs, reason string) error {
+	updated, err := s.Store.Settle(ctx, args)
+	if err != nil {
+		return fmt.Errorf("settle %s: %w", rsv.ID, err)
+	}
+	s.metrics.resolved(args.State)
+	e := &keybrake.Event{
+		KeyID: rsv.KeyID, Time: s.Now().UTC().Truncate(time.Microsecond), Operation: rsv.Operation,
+		Method: rsv.Request.Method, Path: rsv.Request.Path, Amount: updated.Amount, Currency: updated.Currency,
+		Micros: updated.SettledMicros, Decision: keybrake.DecisionResolve, Reason: reason,
+		UpstreamStatus: args.UpstreamStatus, ObjectID: args.ObjectID, IdempotencyKey: rsv.IdempotencyKey, ReservationID: rsv.ID,
+	}
+	if err := s.Store.AddEvent(ctx, e); err != nil {
+		s.logger().Error("audit event failed", "reservation", rsv.ID, "err", err)
+	}
+	s.logger().Info("reservation resolved", "reservation", rsv.ID, "state", args.State, "reason", reason)
+	return nil
+}

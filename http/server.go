@@ -1,0 +1,263 @@
+// Package http serves keybrake over HTTP: the spend-cap proxy in front of the
+// Stripe API (/stripe/v1/… and /v1/…), the admin API (/vault/keys…) and the
+// Prometheus metrics (/metrics).
+package http
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/stripe"
+)
+
+// DefaultMaxBodyBytes bounds request bodies. Stripe's own requests are a few
+// kilobytes; a megabyte leaves room and keeps hostile bodies cheap.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Server is keybrake's HTTP server. Set the exported fields, then Open.
+type Server struct {
+	// Addr is the listen address, e.g. "127.0.0.1:8080" or "127.0.0.1:0".
+	Addr string
+	// Store keeps keys, reservations and the audit log.
+	Store keybrake.Store
+	// Upstream is the Stripe API base URL, e.g. https://api.stripe.com.
+	Upstream *url.URL
+	// UpstreamKey is the real Stripe secret. It never leaves this process
+	// except in the Authorization header sent upstream.
+	UpstreamKey string
+	// Transport sends upstream requests; tests inject one to cut connections.
+	Transport http.RoundTripper
+	// UpstreamTimeout bounds one upstream request. Default 80 s, like
+	// stripe-go's own client timeout.
+	UpstreamTimeout time.Duration
+	// AdminToken authenticates the admin API.
+	AdminToken string
+	// Rates converts non-USD amounts to USD.
+	Rates stripe.Rates
+	// Simulated marks the upstream as the built-in simulator: every response
+	// carries Keybrake-Upstream: simulator so nobody mistakes it for Stripe.
+	Simulated bool
+	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// ResolveInterval is how often the resolver looks for uncertain
+	// reservations; 0 disables the background loop (tests call Resolve).
+	ResolveInterval time.Duration
+	// StaleAfter is how long a reservation may stay "reserved" before the
+	// resolver treats it as interrupted (its replica died). Default 2 min.
+	StaleAfter time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger receives structured logs; default slog.Default().
+	Logger *slog.Logger
+	// ID names this replica in resolver leases; default random.
+	ID string
+
+	metrics  *metrics
+	ln       net.Listener
+	server   *http.Server
+	proxy    *proxy
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// NewServer returns a Server with safe defaults.
+func NewServer() *Server {
+	return &Server{
+		Addr:            "127.0.0.1:8080",
+		MaxBodyBytes:    DefaultMaxBodyBytes,
+		UpstreamTimeout: 80 * time.Second,
+		StaleAfter:      2 * time.Minute,
+		Now:             time.Now,
+		Rates:           stripe.Rates{},
+	}
+}
+
+// Open validates the configuration, starts listening and serving, and starts
+// the resolver loop if ResolveInterval is set.
+func (s *Server) Open() error {
+	if err := s.init(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	s.server = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	go s.server.Serve(ln)
+	if s.ResolveInterval > 0 {
+		s.wg.Add(1)
+		go s.resolveLoop()
+	}
+	return nil
+}
+
+// init checks the configuration and builds the proxy. It is separate from
+// Open so tests can serve the handler with httptest.
+func (s *Server) init() error {
+	switch {
+	case s.Store == nil:
+		return keybrake.ErrorParam("store", "no store configured")
+	case s.Upstream == nil:
+		return keybrake.ErrorParam("upstream", "no upstream URL configured")
+	case s.UpstreamKey == "":
+		return keybrake.ErrorParam("upstream_key", "no upstream secret key configured")
+	case s.AdminToken == "":
+		return keybrake.ErrorParam("admin_token", "no admin token configured")
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.MaxBodyBytes <= 0 {
+		s.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if s.UpstreamTimeout <= 0 {
+		s.UpstreamTimeout = 80 * time.Second
+	}
+	if s.StaleAfter <= 0 {
+		s.StaleAfter = 2 * time.Minute
+	}
+	if s.Transport == nil {
+		s.Transport = newTransport()
+	}
+	if s.ID == "" {
+		s.ID = "replica_" + randomToken(6)
+	}
+	if s.Rates == nil {
+		s.Rates = stripe.Rates{}
+	}
+	s.stop = make(chan struct{})
+	s.metrics = newMetrics()
+	s.proxy = newProxy(s)
+	return nil
+}
+
+// Handler initialises the server without listening and returns its handler,
+// for embedding in another server or in tests.
+func (s *Server) Handler() (http.Handler, error) {
+	if err := s.init(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 512
+	t.MaxIdleConnsPerHost = 512
+	t.IdleConnTimeout = 90 * time.Second
+	return t
+}
+
+// URL returns the base URL the server listens on.
+func (s *Server) URL() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// Close stops the resolver and shuts the listener down gracefully, letting
+// in-flight requests finish so no reservation is left dangling.
+func (s *Server) Close() error {
+	if s.stop != nil {
+		s.stopOnce.Do(func() { close(s.stop) })
+	}
+	s.wg.Wait()
+	if s.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return s.server.Shutdown(ctx)
+	}
+	return nil
+}
+
+// ServeHTTP routes a request. The proxy is routed on the raw path before any
+// cleaning, so /stripe/v1/../../vault/keys can never reach the admin API:
+// ServeMux would clean it and redirect.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.Simulated {
+		w.Header().Set("Keybrake-Upstream", "simulator")
+	}
+	raw := r.URL.EscapedPath()
+	switch {
+	case strings.HasPrefix(raw, "/stripe/"):
+		s.proxy.serve(w, r, strings.TrimPrefix(raw, "/stripe"))
+	case strings.HasPrefix(raw, "/v1/"):
+		s.proxy.serve(w, r, raw)
+	case raw == "/metrics":
+		s.metrics.handler().ServeHTTP(w, r)
+	case raw == "/healthz":
+		s.serveHealth(w, r)
+	case raw == "/vault/keys" || strings.HasPrefix(raw, "/vault/keys/"):
+		s.serveAdmin(w, r, raw)
+	default:
+		s.writeStripeError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "Unrecognized request URL (%s: %s). keybrake serves the Stripe API under /stripe/v1/ and its admin API under /vault/keys.", r.Method, r.URL.EscapedPath()), nil)
+	}
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.Store.Ping(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store unavailable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// HashSecret returns the hex SHA-256 of a vault key: the only form in which
+// keybrake stores it. Vault keys carry 192 random bits, so a plain hash is
+// safe against guessing and lets lookup be one indexed read.
+func HashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// randomToken returns n random bytes as lower-case hex.
+func randomToken(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
+
+// base62 encodes random bytes for vault keys and ids.
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// randomID returns a prefix followed by n random base62 characters.
+func randomID(prefix string, n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	out := make([]byte, n)
+	for i := range b {
+		out[i] = base62[int(b[i])%62]
+	}
+	return prefix + string(out)
+}
+
+// isUnavailable reports whether err means the store cannot be reached.
+func isUnavailable(err error) bool {
+	return keybrake.ErrorCode(err) == keybrake.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded)
+}
