@@ -1,0 +1,292 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/keybrake/keybrake"
+)
+
+// keyColumns are the columns scanKey reads, in its order.
+const keyColumns = `id, seq, vendor, label, secret_hash, secret_prefix,
+	per_request_cap, daily_cap, monthly_cap, total_cap,
+	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
+	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at`
+
+// defaultKeyLimit is the page size of FindKeys when the filter sets none.
+const defaultKeyLimit = 10
+
+// CreateKey stores a new key. Returns EINVALID for a key without ID or
+// secret hash, an unknown timezone or a negative cap, and ECONFLICT if the
+// ID or the secret hash is already taken.
+func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
+	if err := validateKey(k); err != nil {
+		return err
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = s.Now()
+	}
+	if k.UpdatedAt.IsZero() {
+		k.UpdatedAt = k.CreatedAt
+	}
+	meta, err := encodeMetadata(k.Metadata)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO keys (id, vendor, label, secret_hash, secret_prefix,
+		per_request_cap, daily_cap, monthly_cap, total_cap,
+		allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
+		timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+		k.ID, k.Vendor, k.Label, k.SecretHash, k.SecretPrefix,
+		k.PerRequest, k.Daily, k.Monthly, k.Total,
+		k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
+		k.Timezone, k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt), ts(k.CreatedAt), ts(k.UpdatedAt))
+	if err != nil {
+		return s.wrap("create key "+k.ID, err)
+	}
+	return nil
+}
+
+// FindKeyByID returns the key. Returns ENOTFOUND if it does not exist.
+func (s *Store) FindKeyByID(ctx context.Context, id string) (*keybrake.Key, error) {
+	k, _, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1`, id))
+	if err != nil {
+		return nil, s.wrap("find key "+id, notFound(err, "No such key: %s.", id))
+	}
+	return k, nil
+}
+
+// FindKeyBySecretHash returns the key whose vault key hashes to hash.
+// Returns ENOTFOUND if there is none.
+func (s *Store) FindKeyBySecretHash(ctx context.Context, hash string) (*keybrake.Key, error) {
+	k, _, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE secret_hash = $1`, hash))
+	if err != nil {
+		return nil, s.wrap("find key by secret hash", notFound(err, "No such vault key."))
+	}
+	return k, nil
+}
+
+// FindKeys returns a page of keys, oldest first, and whether more follow.
+// Returns EINVALID if StartingAfter names no key.
+func (s *Store) FindKeys(ctx context.Context, f keybrake.KeyFilter) ([]*keybrake.Key, bool, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultKeyLimit
+	}
+	var keys []*keybrake.Key
+	var more bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var rows pgx.Rows
+		var err error
+		if f.StartingAfter == "" {
+			rows, err = tx.Query(ctx, `SELECT `+keyColumns+` FROM keys ORDER BY created_at, seq LIMIT $1`, limit+1)
+		} else {
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM keys WHERE id = $1)`, f.StartingAfter).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				return keybrake.ErrorParam("starting_after", "No such key: %s.", f.StartingAfter)
+			}
+			rows, err = tx.Query(ctx, `SELECT `+keyColumns+` FROM keys
+				WHERE (created_at, seq) > (SELECT created_at, seq FROM keys WHERE id = $1)
+				ORDER BY created_at, seq LIMIT $2`, f.StartingAfter, limit+1)
+		}
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			k, _, err := scanKey(rows)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, k)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, false, s.wrap("find keys", err)
+	}
+	if len(keys) > limit {
+		keys, more = keys[:limit], true
+	}
+	return keys, more, nil
+}
+
+// UpdateKey applies upd and returns the updated key. Returns ENOTFOUND if
+// the key does not exist and EINVALID for a negative cap. The key row is
+// locked for the change, so it takes effect for the very next reservation on
+// any replica.
+func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time) (*keybrake.Key, error) {
+	var k *keybrake.Key
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if k, err = lockKey(ctx, tx, id); err != nil {
+			return err
+		}
+		applyUpdate(k, upd)
+		k.UpdatedAt = now
+		if err := validateKey(k); err != nil {
+			return err
+		}
+		meta, err := encodeMetadata(k.Metadata)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE keys SET label = $2,
+			per_request_cap = $3, daily_cap = $4, monthly_cap = $5, total_cap = $6,
+			allowed_endpoints = $7, allowed_customers = $8, allowed_accounts = $9, allowed_currencies = $10,
+			allow_unpriced = $11, metadata = $12, expires_at = $13, updated_at = $14
+			WHERE id = $1`,
+			id, k.Label, k.PerRequest, k.Daily, k.Monthly, k.Total,
+			k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
+			k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), ts(k.UpdatedAt))
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap("update key "+id, err)
+	}
+	return normalizeKeyTimes(k), nil
+}
+
+// RevokeKey marks the key revoked at now; revoking twice keeps the first
+// time. Returns ENOTFOUND if the key does not exist.
+func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
+	k, _, err := scanKey(s.pool.QueryRow(ctx, `UPDATE keys
+		SET revoked_at = COALESCE(revoked_at, $2),
+		    updated_at = CASE WHEN revoked_at IS NULL THEN $2 ELSE updated_at END
+		WHERE id = $1 RETURNING `+keyColumns, id, ts(now)))
+	if err != nil {
+		return nil, s.wrap("revoke key "+id, notFound(err, "No such key: %s.", id))
+	}
+	return k, nil
+}
+
+// lockKey reads the key and takes its row lock until tx ends: the one lock
+// that serialises everything touching the key's caps and spend.
+func lockKey(ctx context.Context, tx pgx.Tx, id string) (*keybrake.Key, error) {
+	k, _, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1 FOR UPDATE`, id))
+	if err != nil {
+		return nil, notFound(err, "No such key: %s.", id)
+	}
+	return k, nil
+}
+
+func validateKey(k *keybrake.Key) error {
+	if k.ID == "" {
+		return keybrake.ErrorParam("id", "A key needs an ID.")
+	}
+	if k.SecretHash == "" {
+		return keybrake.ErrorParam("secret_hash", "A key needs a secret hash.")
+	}
+	if _, err := k.Location(); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		param string
+		cap   *keybrake.Micros
+	}{
+		{"per_request_usd_cap", k.PerRequest},
+		{"daily_usd_cap", k.Daily},
+		{"monthly_usd_cap", k.Monthly},
+		{"total_usd_cap", k.Total},
+	} {
+		if c.cap != nil && *c.cap < 0 {
+			return keybrake.ErrorParam(c.param, "A cap cannot be negative.")
+		}
+	}
+	return nil
+}
+
+func applyUpdate(k *keybrake.Key, upd keybrake.KeyUpdate) {
+	if upd.Label != nil {
+		k.Label = *upd.Label
+	}
+	if upd.SetPerRequest {
+		k.PerRequest = upd.PerRequest
+	}
+	if upd.SetDaily {
+		k.Daily = upd.Daily
+	}
+	if upd.SetMonthly {
+		k.Monthly = upd.Monthly
+	}
+	if upd.SetTotal {
+		k.Total = upd.Total
+	}
+	if upd.AllowedEndpoints != nil {
+		k.AllowedEndpoints = *upd.AllowedEndpoints
+	}
+	if upd.AllowedCustomers != nil {
+		k.AllowedCustomers = *upd.AllowedCustomers
+	}
+	if upd.AllowedAccounts != nil {
+		k.AllowedAccounts = *upd.AllowedAccounts
+	}
+	if upd.AllowedCurrencies != nil {
+		k.AllowedCurrencies = *upd.AllowedCurrencies
+	}
+	if upd.AllowUnpriced != nil {
+		k.AllowUnpriced = *upd.AllowUnpriced
+	}
+	if upd.Metadata != nil {
+		k.Metadata = *upd.Metadata
+	}
+	if upd.SetExpiresAt {
+		k.ExpiresAt = upd.ExpiresAt
+	}
+}
+
+// scanKey reads one row of keyColumns; seq orders keys for pagination.
+func scanKey(row pgx.Row) (*keybrake.Key, int64, error) {
+	var k keybrake.Key
+	var seq int64
+	var meta []byte
+	err := row.Scan(&k.ID, &seq, &k.Vendor, &k.Label, &k.SecretHash, &k.SecretPrefix,
+		&k.PerRequest, &k.Daily, &k.Monthly, &k.Total,
+		&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies,
+		&k.Timezone, &k.AllowUnpriced, &meta, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &k.UpdatedAt)
+	if err != nil {
+		return nil, 0, err
+	}
+	if meta != nil {
+		if err := json.Unmarshal(meta, &k.Metadata); err != nil {
+			return nil, 0, fmt.Errorf("key %s: metadata: %w", k.ID, err)
+		}
+	}
+	return normalizeKeyTimes(&k), seq, nil
+}
+
+// normalizeKeyTimes returns k with its times as the store keeps them.
+func normalizeKeyTimes(k *keybrake.Key) *keybrake.Key {
+	k.CreatedAt, k.UpdatedAt = ts(k.CreatedAt), ts(k.UpdatedAt)
+	k.ExpiresAt, k.RevokedAt = tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt)
+	return k
+}
+
+// encodeMetadata returns m as jsonb, or nil (SQL NULL) for a nil map so that
+// nil and empty metadata stay distinct.
+func encodeMetadata(m map[string]string) ([]byte, error) {
+	if m == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	return b, nil
+}
+
+// notFound turns pgx.ErrNoRows into ENOTFOUND with a message; other errors
+// pass through.
+func notFound(err error, format string, args ...any) error {
+	if err == pgx.ErrNoRows {
+		return keybrake.Errorf(keybrake.ENOTFOUND, format, args...)
+	}
+	return err
+}

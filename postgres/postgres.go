@@ -1,0 +1,266 @@
+// Package postgres implements keybrake.Store on PostgreSQL through pgx, for
+// deployments that run several proxy replicas against one database.
+//
+// # Locking
+//
+// A reservation must check every cap of a key and record itself in one atomic
+// step, and that must hold across replicas. The store does it without a
+// global lock: Reserve takes the key's row lock (SELECT … FROM keys WHERE
+// id = $1 FOR UPDATE) first, so reservations of the same key are serialised
+// and reservations of different keys never wait on each other. Everything
+// that changes what counts against a key's caps (Reserve, Settle) takes that
+// same row lock first, and so does every policy change (UpdateKey, RevokeKey
+// write the row), so the check reads the key's current policy and exact
+// counters, and nothing can change them before the transaction commits.
+//
+// Transactions run at READ COMMITTED, not SERIALIZABLE: the row lock already
+// orders every transaction that could invalidate the check, and under READ
+// COMMITTED a statement that follows a granted lock sees everything committed
+// before it. SERIALIZABLE would add nothing to correctness but would abort
+// transactions with serialization failures under contention, which every
+// caller would then have to retry in a loop; a lock wait needs no retry.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/keybrake/keybrake"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrationLockID is the pg_advisory_lock key that serialises migrations of
+// replicas starting together ("keybrake" in ASCII).
+const migrationLockID int64 = 0x6b657962726b65
+
+// defaultConnectTimeout bounds dialing the server when the DSN sets no
+// connect_timeout, so a request fails with EUNAVAILABLE instead of hanging
+// while the server is unreachable.
+const defaultConnectTimeout = 5 * time.Second
+
+// Store is keybrake.Store on PostgreSQL. It is safe for concurrent use, and
+// several Stores (replicas) may share one database.
+type Store struct {
+	pool *pgxpool.Pool
+
+	// Now fills in creation times the caller left zero (CreateKey,
+	// AddEvent). It defaults to time.Now.
+	Now func() time.Time
+}
+
+var _ keybrake.Store = (*Store)(nil)
+
+// Open connects (through a pgxpool) to dsn, applies the embedded migrations
+// that are not applied yet, and returns the Store. Pool settings may be given
+// in the DSN (pool_max_conns=…). Returns EUNAVAILABLE if the server cannot be
+// reached.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgconn redacts the password from its parse errors.
+		return nil, fmt.Errorf("%w: %v", keybrake.Errorf(keybrake.EINVALID, "postgres: the DSN cannot be parsed"), err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	s := &Store{pool: pool, Now: time.Now}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, s.wrap("open: migrate", err)
+	}
+	return s, nil
+}
+
+// Close closes every connection of the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Ping returns EUNAVAILABLE if the server cannot be reached.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return s.wrap("ping", err)
+	}
+	return nil
+}
+
+// migrate applies the embedded migrations in lexical order, each in its own
+// transaction, recording them in schema_migrations. The advisory lock makes
+// replicas that start together apply each migration exactly once.
+func (s *Store) migrate(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockID); err != nil {
+		return err
+	}
+	defer func() {
+		// A fresh context: the lock must be released even if ctx is done,
+		// or the connection would go back to the pool still holding it.
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, migrationLockID); err != nil {
+			conn.Conn().Close(uctx) // dropping the session drops the lock
+		}
+	}()
+
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		name       text PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := applyMigration(ctx, conn.Conn(), name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, conn *pgx.Conn, name string) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+
+	var done bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE name = $1)`, name).Scan(&done); err != nil {
+		return err
+	}
+	if done {
+		return nil
+	}
+	sql, err := migrations.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	// Without arguments pgx uses the simple protocol, which runs a file of
+	// several statements.
+	if _, err := tx.Exec(ctx, string(sql)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name) VALUES ($1)`, name); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// inTx runs fn in a READ COMMITTED transaction and commits it. If the
+// transaction cannot even begin because a pooled connection died (the server
+// restarted), the pool is reset and the begin is tried once more: nothing was
+// done yet, so the retry is safe, and the caller need not see a stale
+// connection of a server that is back.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil && isUnavailable(err) && ctx.Err() == nil {
+		s.pool.Reset()
+		tx, err = s.pool.Begin(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// wrap turns err into what the store returns: keybrake errors pass through,
+// unique violations become ECONFLICT, missing rows ENOTFOUND, and a server
+// that cannot be reached EUNAVAILABLE. Anything else is wrapped with op as
+// context and reads as EINTERNAL.
+func (s *Store) wrap(op string, err error) error {
+	var kerr *keybrake.Error
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &kerr):
+		return err
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("postgres: %s: %w", op, keybrake.Errorf(keybrake.ENOTFOUND, "Not found."))
+	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+		return fmt.Errorf("postgres: %s: %w (%s)", op, keybrake.Errorf(keybrake.ECONFLICT, "Already exists."), pgErr.ConstraintName)
+	case isUnavailable(err):
+		// Dead connections go now rather than one failed request each.
+		s.pool.Reset()
+		return fmt.Errorf("postgres: %s: %w (%v)", op,
+			keybrake.Errorf(keybrake.EUNAVAILABLE, "The keybrake store (PostgreSQL) is unavailable; nothing was forwarded. Retry later."), err)
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}
+
+// isUnavailable reports whether err means the server could not be reached or
+// went away: a failed dial, a broken connection, a server shutting down or
+// refusing connections, or a deadline hit while waiting for it.
+func isUnavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"): // connection_exception
+			return true
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
+			return true
+		case pgErr.Code == "53300": // too_many_connections
+			return true
+		}
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connectErr):
+		return true
+	case errors.Is(err, context.DeadlineExceeded):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	case errors.As(err, &netErr):
+		return true
+	}
+	return strings.Contains(err.Error(), "conn closed")
+}
+
+// ts prepares a time for storage: PostgreSQL keeps microseconds, so every
+// time is truncated the same way on the way in and comes back equal.
+func ts(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
+
+// tsPtr is ts for optional times; nil stays nil (SQL NULL).
+func tsPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := ts(*t)
+	return &v
+}
