@@ -67,6 +67,21 @@ func (s *Server) adminAuthorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(token), []byte(s.AdminToken)) == 1
 }
 
+// present returns a copy of k with empty lists and metadata as [] and {}
+// rather than null, so clients need no null checks.
+func present(k *keybrake.Key) *keybrake.Key {
+	c := *k
+	for _, l := range []*[]string{&c.AllowedEndpoints, &c.AllowedCustomers, &c.AllowedAccounts, &c.AllowedCurrencies} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	if c.Metadata == nil {
+		c.Metadata = map[string]string{}
+	}
+	return &c
+}
+
 // keyView is a key as the admin API shows it.
 type keyView struct {
 	*keybrake.Key
@@ -106,7 +121,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		s.writeAdminError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, keyView{Key: k, Object: "vault_key", VaultKey: secret, Budget: b})
+	writeJSON(w, http.StatusCreated, keyView{Key: present(k), Object: "vault_key", VaultKey: secret, Budget: b})
 }
 
 func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +142,7 @@ func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	data := make([]keyView, len(keys))
 	for i, k := range keys {
-		data[i] = keyView{Key: k, Object: "vault_key"}
+		data[i] = keyView{Key: present(k), Object: "vault_key"}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "has_more": more})
 }
@@ -143,7 +158,7 @@ func (s *Server) handleGetKey(w http.ResponseWriter, r *http.Request, id string)
 		s.writeAdminError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, keyView{Key: k, Object: "vault_key", Budget: b})
+	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key", Budget: b})
 }
 
 func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id string) {
@@ -169,7 +184,7 @@ func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id stri
 		s.writeAdminError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, keyView{Key: k, Object: "vault_key", Budget: b})
+	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key", Budget: b})
 }
 
 func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request, id string) {
@@ -179,7 +194,7 @@ func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request, id stri
 		return
 	}
 	s.logger().Info("vault key revoked", "key_id", k.ID)
-	writeJSON(w, http.StatusOK, keyView{Key: k, Object: "vault_key"})
+	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key"})
 }
 
 func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request, id string) {

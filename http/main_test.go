@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -86,6 +87,7 @@ func MustOpen(tb testing.TB, opts ...Option) *Env {
 	s.AdminToken = adminToken
 	s.Now = clock.Now
 	s.Simulated = true
+	s.Logger = slog.New(slog.DiscardHandler)
 	s.Rates = stripe.Rates{"eur": 1_080_000, "jpy": 6_700, "kwd": 3_250_000}
 	for _, o := range opts {
 		o(s)
@@ -152,7 +154,9 @@ func (e *Env) Do(tb testing.TB, method, path, body string, headers map[string]st
 // Stripe returns a stripe-go client that talks to keybrake with secret. It
 // does not retry, so each test sees every answer.
 func (e *Env) Stripe(secret string) *stripego.Client {
-	return StripeClient(e.Server.URL()+"/stripe", secret, 0)
+	// stripe-go insists that request paths start with /v1, so Go clients use
+	// keybrake's /v1/ root; other SDKs may use the /stripe prefix.
+	return StripeClient(e.Server.URL(), secret, 0)
 }
 
 // StripeClient returns a stripe-go client for base with retries.

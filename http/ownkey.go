@@ -21,5 +21,5 @@ func (p *proxy) serveOwnKey(w http.ResponseWriter, r *http.Request, c *call) {
 	if b.Monthly.Remaining != nil {
 		w.Header().Set("Keybrake-Monthly-Remaining-Usd", b.Monthly.Remaining.String())
 	}
-	writeJSON(w, http.StatusOK, keyView{Key: c.key, Object: "vault_key", Budget: b})
+	writeJSON(w, http.StatusOK, keyView{Key: present(c.key), Object: "vault_key", Budget: b})
 }

@@ -145,31 +145,31 @@ func TestProxy_CapExact(t *testing.T) {
 	id, secret := e.CreateKey(t, `{"daily_usd_cap":"10.00"}`)
 	sc := e.Stripe(secret)
 	ctx := context.Background()
-	if _, err := sc.V1Charges.Create(ctx, chargeParams(999, "usd")); err != nil {
+	if _, err := sc.V1Charges.Create(ctx, chargeParams(950, "usd")); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("ErrOneCentOver", func(t *testing.T) {
-		_, err := sc.V1Charges.Create(ctx, chargeParams(2, "usd"))
+		_, err := sc.V1Charges.Create(ctx, chargeParams(51, "usd"))
 		se := StripeErr(t, err, http.StatusTooManyRequests)
-		for _, want := range []string{"daily", "$10.00", "$9.99 spent", "$0.01 left", "2026-11-30T00:00:00Z"} {
+		for _, want := range []string{"daily", "$10.00", "$9.50 spent", "$0.50 left", "2026-11-30T00:00:00Z"} {
 			if !strings.Contains(se.Msg, want) {
 				t.Fatalf("message %q lacks %q", se.Msg, want)
 			}
 		}
 	})
 	t.Run("ErrOverCapHeaders", func(t *testing.T) {
-		resp, body := e.Do(t, "POST", "/stripe/v1/charges", "amount=50&currency=usd&source=tok_visa", map[string]string{"Authorization": "Bearer " + secret})
+		resp, body := e.Do(t, "POST", "/stripe/v1/charges", "amount=51&currency=usd&source=tok_visa", map[string]string{"Authorization": "Bearer " + secret})
 		if resp.StatusCode != 429 || resp.Header.Get("Stripe-Should-Retry") != "false" {
 			t.Fatalf("status %d retry %q: %s", resp.StatusCode, resp.Header.Get("Stripe-Should-Retry"), body)
 		}
-		for h, want := range map[string]string{"Keybrake-Window": "daily", "Keybrake-Cap-Usd": "10.00", "Keybrake-Spent-Usd": "9.99", "Keybrake-Remaining-Usd": "0.01", "Keybrake-Resets-At": "2026-11-30T00:00:00Z"} {
+		for h, want := range map[string]string{"Keybrake-Window": "daily", "Keybrake-Cap-Usd": "10.00", "Keybrake-Spent-Usd": "9.50", "Keybrake-Remaining-Usd": "0.50", "Keybrake-Resets-At": "2026-11-30T00:00:00Z"} {
 			if got := resp.Header.Get(h); got != want {
 				t.Errorf("%s = %q, want %q", h, got, want)
 			}
 		}
 	})
 	t.Run("OKExactlyOnCap", func(t *testing.T) {
-		if _, err := sc.V1Charges.Create(ctx, chargeParams(1, "usd")); err != nil {
+		if _, err := sc.V1Charges.Create(ctx, chargeParams(50, "usd")); err != nil {
 			t.Fatal(err)
 		}
 		if got := e.Spend(t, id).Day; got != 10*keybrake.MicrosPerUSD {
