@@ -405,10 +405,8 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	resp.Header.Set("Keybrake-Request-Id", c.requestID)
-	if p.s.Simulated {
-		resp.Header.Set("Keybrake-Upstream", "simulator")
-	}
+	// Keybrake-Request-Id and Keybrake-Upstream are already on the
+	// response writer; ReverseProxy adds the upstream's headers to them.
 
 	obj := parseObject(body)
 	decision := keybrake.DecisionAllow
