@@ -38,7 +38,7 @@ func authenticate(r *http.Request) (string, *apiError) {
 		key = user
 	}
 	if !strings.HasPrefix(key, testKeyPrefix) || len(key) == len(testKeyPrefix) || strings.ContainsAny(key, " \t") {
-		return "", newError(http.StatusUnauthorized, typeInvalidRequest, "api_key_invalid", "",
+		return "", newError(http.StatusUnauthorized, typeInvalidRequest, "", "",
 			"Invalid API Key provided: %s", maskKey(key))
 	}
 	return key, nil
