@@ -9,24 +9,19 @@ import (
 const eventColumns = `id, key_id, time, operation, method, path, amount, currency, micros, decision,
 	reason, upstream_status, object_id, request_id, idempotency_key, reservation_id`
 
+const qInsertEvent = `INSERT INTO events (key_id, time, operation, method, path, amount, currency,
+	micros, decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+
 // AddEvent appends e to the audit log and sets e.ID. IDs only grow.
 func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
-	tx, err := s.beginWrite(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-
+	// One statement needs no transaction of its own: it runs on the writer
+	// connection and commits alone.
 	var id int64
-	if err := tx.QueryRowContext(ctx, `INSERT INTO events (key_id, time, operation, method, path, amount, currency,
-		micros, decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+	if err := s.wstmts[qInsertEvent].QueryRowContext(ctx,
 		e.KeyID, e.Time.UnixMicro(), e.Operation, e.Method, e.Path, e.Amount, e.Currency,
 		int64(e.Micros), e.Decision, e.Reason, e.UpstreamStatus, e.ObjectID, e.RequestID, e.IdempotencyKey, e.ReservationID,
 	).Scan(&id); err != nil {
-		return wrap(err, "add event for key %s", e.KeyID)
-	}
-	if err := tx.Commit(); err != nil {
 		return wrap(err, "add event for key %s", e.KeyID)
 	}
 	e.ID = id

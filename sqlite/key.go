@@ -18,6 +18,12 @@ const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at`
 
+// Key lookups prepared at Open: every proxied request authenticates by hash.
+const (
+	qKeyByID   = `SELECT ` + keyColumns + ` FROM keys WHERE id = ?`
+	qKeyByHash = `SELECT ` + keyColumns + ` FROM keys WHERE secret_hash = ?`
+)
+
 // CreateKey stores a new key. A zero CreatedAt is set from the store's
 // clock, a zero UpdatedAt to CreatedAt. Returns ECONFLICT if the ID or the
 // secret hash is taken, EINVALID for a missing ID or hash or an unknown
@@ -69,7 +75,7 @@ func validateKey(k *keybrake.Key) error {
 
 // FindKeyByID returns the key. Returns ENOTFOUND if it does not exist.
 func (s *Store) FindKeyByID(ctx context.Context, id string) (*keybrake.Key, error) {
-	k, err := scanKey(s.reader.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = ?`, id))
+	k, err := scanKey(s.queryRow(ctx, qKeyByID, id))
 	if err != nil {
 		return nil, wrapKeyErr(err, "find key %s", id)
 	}
@@ -79,7 +85,7 @@ func (s *Store) FindKeyByID(ctx context.Context, id string) (*keybrake.Key, erro
 // FindKeyBySecretHash returns the key whose vault key hashes to hash.
 // Returns ENOTFOUND if there is none.
 func (s *Store) FindKeyBySecretHash(ctx context.Context, hash string) (*keybrake.Key, error) {
-	k, err := scanKey(s.reader.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE secret_hash = ?`, hash))
+	k, err := scanKey(s.queryRow(ctx, qKeyByHash, hash))
 	if err != nil {
 		return nil, wrapKeyErr(err, "find key by hash")
 	}
@@ -140,7 +146,7 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 	}
 	defer tx.Rollback()
 
-	k, err := scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = ?`, id))
+	k, err := scanKey(s.txQueryRow(ctx, tx, qKeyByID, id))
 	if err != nil {
 		return nil, wrapKeyErr(err, "update key %s", id)
 	}
@@ -165,7 +171,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybr
 	}
 	defer tx.Rollback()
 
-	k, err := scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = ?`, id))
+	k, err := scanKey(s.txQueryRow(ctx, tx, qKeyByID, id))
 	if err != nil {
 		return nil, wrapKeyErr(err, "revoke key %s", id)
 	}

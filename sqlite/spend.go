@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -18,6 +19,40 @@ const resColumns = `id, key_id, idempotency_key, fingerprint, operation, amount,
 	micros, settled_micros, state, day, month,
 	req_method, req_path, req_body, req_account, req_version,
 	object_id, upstream_status, attempts, lease_owner, lease_until, created_at, updated_at`
+
+// The hot statements of a proxied request, prepared once at Open.
+var (
+	// qReserveRead reads in one statement everything Reserve decides on:
+	// the key's policy, an earlier reservation under the same
+	// Idempotency-Key, and the counters of the day and month buckets
+	// (computed by the caller in the key's zone).
+	qReserveRead = `SELECT k.secret_prefix, k.timezone, k.cap_per_request, k.cap_daily, k.cap_monthly, k.cap_total,
+		k.expires_at, k.revoked_at,
+		(SELECT r.id FROM reservations r WHERE r.key_id = ?1 AND r.idempotency_key = ?2),
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'daily' AND bucket = ?3), 0),
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'monthly' AND bucket = ?4), 0),
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'total' AND bucket = ''), 0)
+		FROM keys k WHERE k.id = ?1`
+	qReservationByID   = `SELECT ` + resColumns + ` FROM reservations WHERE id = ?`
+	qSpend             = spendQuery
+	qInsertReservation = `INSERT INTO reservations (` + resColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qAddSpend = `INSERT INTO spend_counters (key_id, period, bucket, micros)
+		VALUES (?1, 'total', '', ?4), (?1, 'daily', ?2, ?4), (?1, 'monthly', ?3, ?4)
+		ON CONFLICT (key_id, period, bucket) DO UPDATE SET micros = micros + excluded.micros`
+	// qSettle moves an unresolved reservation to its new state; a final
+	// one matches no row. Amount and currency change only when a settlement
+	// names a currency, object ID and upstream status only when set.
+	qSettle = `UPDATE reservations SET state = ?2,
+		settled_micros = ?3,
+		amount = CASE WHEN ?2 = 'settled' AND ?5 <> '' THEN ?4 ELSE amount END,
+		currency = CASE WHEN ?2 = 'settled' AND ?5 <> '' THEN ?5 ELSE currency END,
+		object_id = CASE WHEN ?6 <> '' THEN ?6 ELSE object_id END,
+		upstream_status = CASE WHEN ?7 <> 0 THEN ?7 ELSE upstream_status END,
+		updated_at = ?8
+		WHERE id = ?1 AND state IN ('reserved', 'uncertain')
+		RETURNING ` + resColumns
+)
 
 // Reserve checks every cap of the key against its counters and records the
 // reservation, all in one write transaction that also reads the key's
@@ -70,69 +105,84 @@ func validateReservation(in *keybrake.Reservation) error {
 
 // reserve is Reserve inside tx; the caller commits only a new reservation.
 func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
-	k, err := findPolicy(ctx, tx, in.KeyID)
+	// The buckets depend on the key's zone, which the read returns: guess
+	// it from the last Reserve on this key, and read again if it changed.
+	tz, _ := s.zones.Load(in.KeyID)
+	guess, _ := tz.(string)
+	st, err := s.readForReserve(ctx, tx, in, guess, now)
 	if err != nil {
 		return keybrake.ReserveResult{}, err
 	}
-	if err := k.Usable(now); err != nil {
+	if st.key.Timezone != guess {
+		s.zones.Store(in.KeyID, st.key.Timezone)
+		if st, err = s.readForReserve(ctx, tx, in, st.key.Timezone, now); err != nil {
+			return keybrake.ReserveResult{}, err
+		}
+	}
+	if err := st.key.Usable(now); err != nil {
 		return keybrake.ReserveResult{}, err
 	}
-
-	prev, err := scanReservation(tx.QueryRowContext(ctx, `SELECT `+resColumns+` FROM reservations
-		WHERE key_id = ? AND idempotency_key = ?`, in.KeyID, in.IdempotencyKey))
-	if err == nil {
+	if st.replayID.Valid {
+		prev, err := scanReservation(s.txQueryRow(ctx, tx, qReservationByID, st.replayID.String))
+		if err != nil {
+			return keybrake.ReserveResult{}, wrap(err, "reserve on key %s", in.KeyID)
+		}
 		return keybrake.ReserveResult{Reservation: prev, Replay: true}, nil
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return keybrake.ReserveResult{}, wrap(err, "reserve on key %s", in.KeyID)
 	}
-
-	loc, err := location(k.Timezone)
-	if err != nil {
-		return keybrake.ReserveResult{}, err
-	}
-	day, month := keybrake.Buckets(now, loc)
-	var sp keybrake.Spend
-	if err := tx.QueryRowContext(ctx, spendQuery(false), in.KeyID, day, month).Scan(&sp.Day, &sp.Month, &sp.Total); err != nil {
-		return keybrake.ReserveResult{}, wrap(err, "reserve on key %s", in.KeyID)
-	}
-	if oc := overCap(k.Caps, sp, in.Micros, now, loc); oc != nil {
+	if oc := overCap(st.key.Caps, st.spent, in.Micros, now, st.loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
 
 	r := *in
 	if r.ID == "" {
-		r.ID = newID("res_")
+		r.ID = newID("res_", now)
 	}
 	r.State, r.SettledMicros = keybrake.StateReserved, 0
-	r.Day, r.Month = day, month
+	r.Day, r.Month = st.day, st.month
 	r.Attempts, r.LeaseOwner, r.LeaseUntil = 0, "", time.Time{}
 	r.CreatedAt, r.UpdatedAt = now, now
-	if _, err := tx.ExecContext(ctx, `INSERT INTO reservations (`+resColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, reservationArgs(&r)...); err != nil {
+	if _, err := s.txExec(ctx, tx, qInsertReservation, reservationArgs(&r)...); err != nil {
 		if isUnique(err) {
 			return keybrake.ReserveResult{}, keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s already exists.", r.ID)
 		}
 		return keybrake.ReserveResult{}, wrap(err, "reserve on key %s", in.KeyID)
 	}
-	if err := addSpend(ctx, tx, r.KeyID, day, month, r.Micros); err != nil {
+	if err := s.addSpend(ctx, tx, r.KeyID, r.Day, r.Month, r.Micros); err != nil {
 		return keybrake.ReserveResult{}, err
 	}
 	return keybrake.ReserveResult{Reservation: &r}, nil
 }
 
-// findPolicy reads only what Reserve needs of a key: caps, zone, validity.
-func findPolicy(ctx context.Context, tx *sql.Tx, id string) (*keybrake.Key, error) {
+// reserveState is what Reserve reads before deciding.
+type reserveState struct {
+	key        keybrake.Key
+	loc        *time.Location
+	day, month string
+	replayID   sql.NullString
+	spent      keybrake.Spend
+}
+
+// readForReserve runs qReserveRead with the buckets of now in zone tz.
+// Returns ENOTFOUND for an unknown key.
+func (s *Store) readForReserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation, tz string, now time.Time) (*reserveState, error) {
 	var (
-		k                keybrake.Key
+		st               reserveState
 		caps             [4]sql.NullInt64
 		expires, revoked sql.NullInt64
+		err              error
 	)
-	err := tx.QueryRowContext(ctx, `SELECT id, secret_prefix, timezone, cap_per_request, cap_daily, cap_monthly, cap_total,
-		expires_at, revoked_at FROM keys WHERE id = ?`, id).Scan(
-		&k.ID, &k.SecretPrefix, &k.Timezone, &caps[0], &caps[1], &caps[2], &caps[3], &expires, &revoked)
-	if err != nil {
-		return nil, wrapKeyErr(err, "reserve on key %s", id)
+	if st.loc, err = location(tz); err != nil {
+		return nil, err
 	}
+	st.day, st.month = keybrake.Buckets(now, st.loc)
+	k := &st.key
+	err = s.txQueryRow(ctx, tx, qReserveRead, in.KeyID, in.IdempotencyKey, st.day, st.month).Scan(
+		&k.SecretPrefix, &k.Timezone, &caps[0], &caps[1], &caps[2], &caps[3], &expires, &revoked,
+		&st.replayID, &st.spent.Day, &st.spent.Month, &st.spent.Total)
+	if err != nil {
+		return nil, wrapKeyErr(err, "reserve on key %s", in.KeyID)
+	}
+	k.ID = in.KeyID
 	for i, p := range []**keybrake.Micros{&k.PerRequest, &k.Daily, &k.Monthly, &k.Total} {
 		if caps[i].Valid {
 			m := keybrake.Micros(caps[i].Int64)
@@ -140,22 +190,16 @@ func findPolicy(ctx context.Context, tx *sql.Tx, id string) (*keybrake.Key, erro
 		}
 	}
 	k.ExpiresAt, k.RevokedAt = timePtr(expires), timePtr(revoked)
-	return &k, nil
+	return &st, nil
 }
 
-// spendQuery reads a key's counters for a day and a month bucket (and, with
-// uncertain, the uncertain sum) in one statement, so in one snapshot.
-func spendQuery(uncertain bool) string {
-	q := `SELECT
-		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'daily' AND bucket = ?2), 0),
-		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'monthly' AND bucket = ?3), 0),
-		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'total' AND bucket = ''), 0)`
-	if uncertain {
-		q += `,
-		COALESCE((SELECT SUM(micros) FROM reservations WHERE key_id = ?1 AND state = 'uncertain'), 0)`
-	}
-	return q
-}
+// spendQuery reads a key's counters for a day and a month bucket and the
+// uncertain sum in one statement, so in one snapshot.
+const spendQuery = `SELECT
+	COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'daily' AND bucket = ?2), 0),
+	COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'monthly' AND bucket = ?3), 0),
+	COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'total' AND bucket = ''), 0),
+	COALESCE((SELECT SUM(micros) FROM reservations WHERE key_id = ?1 AND state = 'uncertain'), 0)`
 
 // overCap returns the first window in which spent plus m would exceed the
 // key's cap, or nil when every cap holds. Landing exactly on a cap passes.
@@ -185,11 +229,8 @@ func overCap(caps keybrake.Caps, spent keybrake.Spend, m keybrake.Micros, now ti
 
 // addSpend adds delta (which may be negative) to the key's total counter
 // and to the given day and month buckets.
-func addSpend(ctx context.Context, tx *sql.Tx, keyID, day, month string, delta keybrake.Micros) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO spend_counters (key_id, period, bucket, micros)
-		VALUES (?1, 'total', '', ?4), (?1, 'daily', ?2, ?4), (?1, 'monthly', ?3, ?4)
-		ON CONFLICT (key_id, period, bucket) DO UPDATE SET micros = micros + excluded.micros`,
-		keyID, day, month, int64(delta)); err != nil {
+func (s *Store) addSpend(ctx context.Context, tx *sql.Tx, keyID, day, month string, delta keybrake.Micros) error {
+	if _, err := s.txExec(ctx, tx, qAddSpend, keyID, day, month, int64(delta)); err != nil {
 		return wrap(err, "count spend of key %s", keyID)
 	}
 	return nil
@@ -228,30 +269,30 @@ func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake
 		now = s.now()
 	}
 
+	settled := keybrake.Micros(0)
+	if args.State == keybrake.StateSettled {
+		settled = args.SettledMicros
+	}
+
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
 
-	r, err := scanReservation(tx.QueryRowContext(ctx, `SELECT `+resColumns+` FROM reservations WHERE id = ?`, args.ID))
-	if err != nil {
-		return nil, wrapResErr(err, "settle %s", args.ID)
+	r, err := scanReservation(s.txQueryRow(ctx, tx, qSettle, args.ID, args.State, int64(settled),
+		args.Amount, args.Currency, args.ObjectID, args.UpstreamStatus, dbTime(now).UnixMicro()))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, s.settleMiss(ctx, tx, args.ID)
+	} else if err != nil {
+		return nil, wrap(err, "settle %s", args.ID)
 	}
-	if r.State == keybrake.StateSettled || r.State == keybrake.StateReleased {
-		return nil, keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is already %s.", r.ID, r.State)
-	}
-	before := counted(r)
-	applySettle(r, args, dbTime(now))
-	if delta := counted(r) - before; delta != 0 {
-		if err := addSpend(ctx, tx, r.KeyID, r.Day, r.Month, delta); err != nil {
+	// Only reserved and uncertain rows are updated, and both counted the
+	// reserved amount.
+	if delta := counted(r) - r.Micros; delta != 0 {
+		if err := s.addSpend(ctx, tx, r.KeyID, r.Day, r.Month, delta); err != nil {
 			return nil, err
 		}
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET state = ?, settled_micros = ?, amount = ?, currency = ?,
-		object_id = ?, upstream_status = ?, updated_at = ? WHERE id = ?`,
-		r.State, int64(r.SettledMicros), r.Amount, r.Currency, r.ObjectID, r.UpstreamStatus, r.UpdatedAt.UnixMicro(), r.ID); err != nil {
-		return nil, wrap(err, "settle %s", args.ID)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "settle %s", args.ID)
@@ -259,32 +300,20 @@ func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake
 	return r, nil
 }
 
-// applySettle moves r to args.State. Amount and Currency change only when
-// a settlement names the currency; ObjectID and UpstreamStatus only when
-// given.
-func applySettle(r *keybrake.Reservation, args keybrake.SettleArgs, now time.Time) {
-	r.State = args.State
-	switch args.State {
-	case keybrake.StateSettled:
-		r.SettledMicros = args.SettledMicros
-		if args.Currency != "" {
-			r.Amount, r.Currency = args.Amount, args.Currency
-		}
-	default:
-		r.SettledMicros = 0
+// settleMiss explains why qSettle matched no row: ENOTFOUND, or ECONFLICT
+// for a reservation already settled or released.
+func (s *Store) settleMiss(ctx context.Context, tx *sql.Tx, id string) error {
+	var state string
+	err := tx.QueryRowContext(ctx, `SELECT state FROM reservations WHERE id = ?`, id).Scan(&state)
+	if err != nil {
+		return wrapResErr(err, "settle %s", id)
 	}
-	if args.ObjectID != "" {
-		r.ObjectID = args.ObjectID
-	}
-	if args.UpstreamStatus != 0 {
-		r.UpstreamStatus = args.UpstreamStatus
-	}
-	r.UpdatedAt = now
+	return keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is already %s.", id, state)
 }
 
 // FindReservationByID returns a reservation. Returns ENOTFOUND.
 func (s *Store) FindReservationByID(ctx context.Context, id string) (*keybrake.Reservation, error) {
-	r, err := scanReservation(s.reader.QueryRowContext(ctx, `SELECT `+resColumns+` FROM reservations WHERE id = ?`, id))
+	r, err := scanReservation(s.queryRow(ctx, qReservationByID, id))
 	if err != nil {
 		return nil, wrapResErr(err, "find reservation %s", id)
 	}
@@ -312,7 +341,7 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 	if limit <= 0 {
 		limit = -1
 	}
-	q += ` ORDER BY created_at, rowid LIMIT ?`
+	q += ` ORDER BY created_at, id LIMIT ?`
 	args = append(args, limit)
 
 	rows, err := s.reader.QueryContext(ctx, q, args...)
@@ -341,7 +370,7 @@ func (s *Store) LeaseUncertain(ctx context.Context, owner string, now, staleBefo
 		WHERE state IN ('reserved', 'uncertain')
 		AND (state = 'uncertain' OR created_at < ?)
 		AND (lease_until IS NULL OR lease_until <= ?)
-		ORDER BY created_at, rowid LIMIT ?`, staleBefore.UnixMicro(), now.UnixMicro(), limit)
+		ORDER BY created_at, id LIMIT ?`, staleBefore.UnixMicro(), now.UnixMicro(), limit)
 	if err != nil {
 		return nil, wrap(err, "lease uncertain")
 	}
@@ -368,7 +397,7 @@ func (s *Store) LeaseUncertain(ctx context.Context, owner string, now, staleBefo
 // unknown key has spent nothing.
 func (s *Store) Spend(ctx context.Context, keyID, day, month string) (keybrake.Spend, error) {
 	var sp keybrake.Spend
-	if err := s.reader.QueryRowContext(ctx, spendQuery(true), keyID, day, month).Scan(&sp.Day, &sp.Month, &sp.Total, &sp.Uncertain); err != nil {
+	if err := s.queryRow(ctx, qSpend, keyID, day, month).Scan(&sp.Day, &sp.Month, &sp.Total, &sp.Uncertain); err != nil {
 		return keybrake.Spend{}, wrap(err, "spend of key %s", keyID)
 	}
 	return sp, nil
@@ -431,9 +460,12 @@ func wrapResErr(err error, format string, args ...any) error {
 	return wrap(err, format, args...)
 }
 
-// newID returns prefix followed by 24 random hex digits.
-func newID(prefix string) string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+// newID returns prefix followed by 32 hex digits: the creation time in
+// microseconds, then 64 random bits. Time-ordered IDs keep inserts at the
+// right edge of the primary key's b-tree.
+func newID(prefix string, now time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMicro()))
+	_, _ = rand.Read(b[8:]) // crypto/rand.Read never fails (Go 1.24+)
 	return prefix + hex.EncodeToString(b[:])
 }

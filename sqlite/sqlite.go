@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -41,6 +42,14 @@ type Store struct {
 	path   string
 	writer *sql.DB // exactly one connection; every write transaction runs here
 	reader *sql.DB // read-only connections on WAL snapshots
+
+	// Prepared statements by query text. SQLite spends more time parsing
+	// the hot statements than running them; a *sql.Stmt keeps one
+	// prepared statement per connection.
+	wstmts map[string]*sql.Stmt // on the writer, used through Tx.StmtContext
+	rstmts map[string]*sql.Stmt // on the readers
+
+	zones sync.Map // key ID -> timezone seen by the last Reserve; only a hint
 }
 
 var _ keybrake.Store = (*Store)(nil)
@@ -91,17 +100,67 @@ func Open(path string) (*Store, error) {
 	s.reader.SetMaxOpenConns(8)
 	s.reader.SetMaxIdleConns(8)
 	s.reader.SetConnMaxIdleTime(0)
-	if err := s.reader.Ping(); err != nil {
+	if err := s.prepare(context.Background()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	return s, nil
 }
 
+// prepare prepares the hot statements. It must run before any write
+// transaction: preparing on the writer needs its only connection.
+func (s *Store) prepare(ctx context.Context) error {
+	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
+	for _, q := range []string{qReserveRead, qInsertReservation, qAddSpend, qReservationByID, qSettle, qInsertEvent, qKeyByID} {
+		st, err := s.writer.PrepareContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		s.wstmts[q] = st
+	}
+	for _, q := range []string{qKeyByID, qKeyByHash, qReservationByID, qSpend} {
+		st, err := s.reader.PrepareContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		s.rstmts[q] = st
+	}
+	return nil
+}
+
+// txExec runs q in tx, through its prepared statement if there is one.
+func (s *Store) txExec(ctx context.Context, tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	if st := s.wstmts[q]; st != nil {
+		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, q, args...)
+}
+
+// txQueryRow is txExec for a query returning one row.
+func (s *Store) txQueryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	if st := s.wstmts[q]; st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, q, args...)
+}
+
+// queryRow runs q on a reader, through its prepared statement if any.
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := s.rstmts[q]; st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.reader.QueryRowContext(ctx, q, args...)
+}
+
 // Close closes both connection pools. After Close every method returns
 // EUNAVAILABLE.
 func (s *Store) Close() error {
 	var errs []error
+	for _, m := range []map[string]*sql.Stmt{s.wstmts, s.rstmts} {
+		for _, st := range m {
+			errs = append(errs, st.Close())
+		}
+	}
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
 	}
@@ -226,7 +285,7 @@ func (e *unavailableError) Unwrap() []error {
 }
 
 func unavailable(err error) bool {
-	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "sql: database is closed") {
+	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "sql: database is closed") || strings.Contains(err.Error(), "sql: statement is closed") {
 		return true
 	}
 	var serr *sqlite3.Error

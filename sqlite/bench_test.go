@@ -1,0 +1,72 @@
+package sqlite_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/storetest"
+)
+
+// BenchmarkReserveSettle measures one proxied charge's store work on one hot
+// key with every cap set: Reserve, Settle (for less), AddEvent.
+func BenchmarkReserveSettle(b *testing.B) {
+	ctx := context.Background()
+	s, _ := MustOpen(b)
+	defer s.Close()
+	huge := keybrake.Micros(1 << 60)
+	storetest.MustCreateCappedKey(b, s, "key_hot", "America/New_York", keybrake.Caps{
+		PerRequest: storetest.Ptr(storetest.USD(100)), Daily: &huge, Monthly: &huge, Total: &huge,
+	})
+	var n atomic.Int64
+	charge := func(tb testing.TB) {
+		i := n.Add(1)
+		now := storetest.T0.Add(time.Duration(i) * time.Microsecond)
+		in := storetest.NewReservation("key_hot", fmt.Sprintf("idem_%d", i), storetest.USD(1))
+		res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: in, Now: now})
+		if err != nil || res.OverCap != nil || res.Replay {
+			tb.Fatalf("Reserve: %+v %v", res, err)
+		}
+		if _, err := s.Settle(ctx, keybrake.SettleArgs{ID: res.Reservation.ID, State: keybrake.StateSettled,
+			SettledMicros: 990_000, Amount: 99, Currency: "usd", ObjectID: "ch_x", UpstreamStatus: 200, Now: now}); err != nil {
+			tb.Fatalf("Settle: %v", err)
+		}
+		e := storetest.NewEvent("key_hot", now, 1)
+		e.ReservationID = res.Reservation.ID
+		if err := s.AddEvent(ctx, e); err != nil {
+			tb.Fatalf("AddEvent: %v", err)
+		}
+	}
+
+	b.Run("Serial", func(b *testing.B) {
+		for b.Loop() {
+			charge(b)
+		}
+	})
+	b.Run("Parallel", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				charge(b)
+			}
+		})
+	})
+}
+
+// BenchmarkReserve measures Reserve alone on a hot key.
+func BenchmarkReserve(b *testing.B) {
+	ctx := context.Background()
+	s, _ := MustOpen(b)
+	defer s.Close()
+	storetest.MustCreateKey(b, s, storetest.NewKey("key_hot"))
+	i := 0
+	for b.Loop() {
+		i++
+		in := storetest.NewReservation("key_hot", fmt.Sprintf("idem_%d", i), 1)
+		if _, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: in, Now: storetest.T0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
