@@ -1,0 +1,356 @@
+package billing
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// Defaults of the Processor.
+const (
+	DefaultLease         = 60 * time.Second
+	DefaultSearchAfter   = 23 * time.Hour
+	DefaultMaxDelay      = 10 * time.Minute
+	DefaultOperatorDelay = 10 * time.Minute
+	minRetryDelay        = time.Second
+)
+
+// Processor runs the billing ledger state machine for one delivery of a
+// billing event at a time; it is safe for concurrent use, and any number of
+// Processors (in any number of processes) may share one Ledger.
+//
+//	decode        malformed                         → dead letter
+//	claim         key has another fingerprint       → conflict recorded (failed) → dead letter
+//	              charged, declined or failed       → already done → ack
+//	              live lease of another attempt     → retry after the lease; Stripe not called
+//	              claimed                           ↓
+//	search        first attempt ≥ SearchAfter ago   → a charge with metadata[keybrake_key] → charged → ack
+//	charge        with the same key every time      2xx   → charged  → ack
+//	                                                402   → declined → ack
+//	                                                400   → failed   → dead letter
+//	                                                else  → released → retry with backoff
+//
+// If recording the outcome fails after Stripe charged (the store is down),
+// Process answers retry: the next delivery claims the entry again (when the
+// lease expires) and calls Stripe with the same key, which answers with the
+// same charge; past Stripe's 24 hours, the search finds it.
+type Processor struct {
+	Ledger  keybrake.Ledger
+	Charger Charger
+	// Namespace goes into every key (see Key); required.
+	Namespace string
+	// Owner names this worker in lease owners ("host/pid"); each Process
+	// call appends a random suffix, since leases are per attempt.
+	Owner string
+	// Lease is how long a claim holds the entry; DefaultLease if zero. The
+	// lease is extended every ExtendEvery (Lease/3 if zero) while Stripe is
+	// being called, so only a dead worker's lease expires.
+	Lease       time.Duration
+	ExtendEvery time.Duration
+	// SearchAfter is the age of the first attempt past which the charge is
+	// first looked up by metadata: Stripe forgets an Idempotency-Key after
+	// 24 hours. DefaultSearchAfter if zero.
+	SearchAfter time.Duration
+	// Now is the clock of the ledger; time.Now if nil.
+	Now func() time.Time
+	// Logger receives one line per outcome; nil discards.
+	Logger *slog.Logger
+	// Backoff returns the delay before retry number attempts (1 for the
+	// first retry); nil doubles from one second up to DefaultMaxDelay.
+	Backoff func(attempts int) time.Duration
+	// OperatorDelay is the least delay after a 401 or 403 (a revoked vault
+	// key, a policy refusal), which a person must fix; DefaultOperatorDelay
+	// if zero.
+	OperatorDelay time.Duration
+}
+
+// Process handles one delivery of a billing event and says what the
+// transport must do with the message. It never returns ActionAck unless the
+// ledger holds a final outcome, and never calls Stripe without holding the
+// entry's lease.
+func (p *Processor) Process(ctx context.Context, body []byte) Result {
+	res := p.process(ctx, body)
+	p.log(res)
+	return res
+}
+
+func (p *Processor) process(ctx context.Context, body []byte) Result {
+	if err := p.validate(); err != nil {
+		// A misconfigured worker must not dead-letter good messages.
+		return Result{Outcome: OutcomeTransient, Action: ActionRetry, Reason: err.Error(), Delay: p.operatorDelay()}
+	}
+	ev, err := DecodeEvent(body)
+	if err != nil {
+		return Result{Outcome: OutcomeMalformed, Action: ActionDeadLetter, Reason: malformedReason(err)}
+	}
+	a := &attempt{p: p, ev: ev, key: ev.Key(p.Namespace), owner: p.newOwner()}
+	return a.run(ctx)
+}
+
+// validate checks the configuration.
+func (p *Processor) validate() error {
+	switch {
+	case p.Ledger == nil:
+		return keybrake.ErrorParam("ledger", "billing: the Processor has no Ledger")
+	case p.Charger == nil:
+		return keybrake.ErrorParam("charger", "billing: the Processor has no Charger")
+	}
+	return ValidateNamespace(p.Namespace)
+}
+
+func malformedReason(err error) string {
+	msg := keybrake.ErrorMessage(err)
+	if param := keybrake.ErrorParamOf(err); param != "" {
+		return "malformed event: " + param + ": " + msg
+	}
+	return "malformed event: " + msg
+}
+
+func (p *Processor) now() time.Time {
+	if p.Now == nil {
+		return time.Now()
+	}
+	return p.Now()
+}
+
+func (p *Processor) lease() time.Duration {
+	if p.Lease <= 0 {
+		return DefaultLease
+	}
+	return p.Lease
+}
+
+func (p *Processor) searchAfter() time.Duration {
+	if p.SearchAfter <= 0 {
+		return DefaultSearchAfter
+	}
+	return p.SearchAfter
+}
+
+func (p *Processor) operatorDelay() time.Duration {
+	if p.OperatorDelay <= 0 {
+		return DefaultOperatorDelay
+	}
+	return p.OperatorDelay
+}
+
+// backoff returns the delay before the next delivery after attempts.
+func (p *Processor) backoff(attempts int) time.Duration {
+	if attempts < 1 {
+		attempts = 1
+	}
+	if p.Backoff != nil {
+		return p.Backoff(attempts)
+	}
+	return DefaultBackoff(attempts)
+}
+
+// DefaultBackoff doubles from one second per attempt, up to
+// DefaultMaxDelay.
+func DefaultBackoff(attempts int) time.Duration {
+	if attempts > 20 {
+		return DefaultMaxDelay
+	}
+	d := minRetryDelay << (attempts - 1)
+	return min(d, DefaultMaxDelay)
+}
+
+// newOwner returns a lease owner unique to one attempt.
+func (p *Processor) newOwner() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	owner := p.Owner
+	if owner == "" {
+		owner = "worker"
+	}
+	return owner + "/" + hex.EncodeToString(b)
+}
+
+func (p *Processor) log(res Result) {
+	if p.Logger == nil {
+		return
+	}
+	level := slog.LevelInfo
+	switch {
+	case res.Action == ActionDeadLetter:
+		level = slog.LevelWarn
+	case res.Action == ActionRetry && res.Outcome != OutcomeTransient:
+		level = slog.LevelWarn
+	}
+	p.Logger.Log(context.Background(), level, "billing event", "outcome", string(res.Outcome), "action", res.Action.String(),
+		"key", res.Key, "charge", res.ChargeID, "reason", res.Reason, "delay", res.Delay)
+}
+
+// attempt is one processing of one delivery.
+type attempt struct {
+	p     *Processor
+	ev    *Event
+	key   string
+	owner string
+}
+
+func (a *attempt) run(ctx context.Context) Result {
+	p := a.p
+	now := p.now()
+	entry := &keybrake.LedgerEntry{Key: a.key, Fingerprint: a.ev.Fingerprint(p.Namespace),
+		Amount: a.ev.Amount, Currency: a.ev.Currency, Customer: a.ev.StripeCustomer}
+	cr, err := p.Ledger.Claim(ctx, keybrake.ClaimArgs{Entry: entry, Owner: a.owner, Now: now, Until: now.Add(p.lease())})
+	if err != nil {
+		return a.retry(1, fmt.Sprintf("claim: %v", err))
+	}
+	e := cr.Entry
+	switch {
+	case cr.Conflict != nil:
+		return Result{Outcome: OutcomeFailed, Action: ActionDeadLetter, Key: a.key, ChargeID: e.ChargeID, Reason: cr.Conflict.Reason}
+	case e.Terminal():
+		return Result{Outcome: OutcomeAlreadyDone, Action: ActionAck, Key: a.key, ChargeID: e.ChargeID,
+			Reason: "already " + e.State + reasonSuffix(e.Reason)}
+	case !cr.Claimed:
+		// Another attempt is calling Stripe right now: come back when its
+		// lease would have expired, never sooner than a second.
+		d := max(e.LeaseUntil.Sub(now), minRetryDelay)
+		return Result{Outcome: OutcomeTransient, Action: ActionRetry, Key: a.key, Reason: "lease held by " + e.LeaseOwner, Delay: d}
+	}
+	return a.charge(ctx, e)
+}
+
+func reasonSuffix(r string) string {
+	if r == "" {
+		return ""
+	}
+	return ": " + r
+}
+
+// charge calls Stripe while holding the lease, then records the outcome.
+func (a *attempt) charge(ctx context.Context, e *keybrake.LedgerEntry) Result {
+	stop := a.keepLease(ctx)
+	res, err := a.callStripe(ctx, e)
+	stop()
+	if err == nil {
+		if res.Status != "" && res.Status != "succeeded" {
+			return a.finish(ctx, e, keybrake.EntryDeclined, res.ChargeID, "found a "+res.Status+" charge", OutcomeDeclined, ActionAck)
+		}
+		return a.finish(ctx, e, keybrake.EntryCharged, res.ChargeID, "", OutcomeCharged, ActionAck)
+	}
+	var ce *ChargeError
+	errors.As(err, &ce)
+	switch ClassOf(err) {
+	case ClassDeclined:
+		return a.finish(ctx, e, keybrake.EntryDeclined, ce.ChargeID, ce.Error(), OutcomeDeclined, ActionAck)
+	case ClassFailed:
+		return a.finish(ctx, e, keybrake.EntryFailed, "", ce.Error(), OutcomeFailed, ActionDeadLetter)
+	case ClassOperator:
+		r := a.release(ctx, e, err.Error())
+		r.Delay = max(r.Delay, a.p.operatorDelay())
+		if a.p.Logger != nil {
+			// Nothing was charged, and nothing will be until a person fixes
+			// the vault key or its policy: say so loudly.
+			a.p.Logger.Error("billing: the vault key or its policy refused the charge; fix it, the event is kept and retried",
+				"key", a.key, "err", err, "delay", r.Delay)
+		}
+		return r
+	}
+	return a.release(ctx, e, err.Error())
+}
+
+// callStripe looks the charge up by metadata when Stripe may have forgotten
+// the key, then creates it (or gets the one the key already created).
+func (a *attempt) callStripe(ctx context.Context, e *keybrake.LedgerEntry) (ChargeResult, error) {
+	if a.p.now().Sub(e.FirstAttemptAt) >= a.p.searchAfter() {
+		found, err := a.p.Charger.FindByMetadata(ctx, a.key)
+		if err != nil {
+			return ChargeResult{}, fmt.Errorf("search by metadata: %w", err)
+		}
+		if c, ok := pick(found); ok {
+			return c, nil
+		}
+	}
+	ev := a.ev
+	return a.p.Charger.Charge(ctx, ChargeRequest{Key: a.key, Amount: ev.Amount, Currency: ev.Currency,
+		StripeCustomer: ev.StripeCustomer, PaymentMethod: ev.PaymentMethod, Source: ev.Source,
+		Description: ev.Description, Metadata: ev.Metadata})
+}
+
+// pick returns the succeeded charge among found, else a declined one (a
+// decline whose answer was lost: no money moved, and charging the card
+// again a day later would be a new attempt the event did not ask for).
+func pick(found []ChargeResult) (ChargeResult, bool) {
+	for _, c := range found {
+		if c.Status == "succeeded" {
+			return c, true
+		}
+	}
+	for _, c := range found {
+		if c.Status == "failed" {
+			return c, true
+		}
+	}
+	return ChargeResult{}, false
+}
+
+// keepLease extends the lease every ExtendEvery until stop is called.
+func (a *attempt) keepLease(ctx context.Context) (stop func()) {
+	every := a.p.ExtendEvery
+	if every <= 0 {
+		every = a.p.lease() / 3
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				now := a.p.now()
+				if _, err := a.p.Ledger.Extend(ctx, a.key, a.owner, now, now.Add(a.p.lease())); err != nil && a.p.Logger != nil {
+					a.p.Logger.Warn("billing: cannot extend the lease", "key", a.key, "owner", a.owner, "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// finish records a final state. If the ledger cannot record it, the message
+// is retried: the next delivery finds the charge again with the same key.
+func (a *attempt) finish(ctx context.Context, e *keybrake.LedgerEntry, state, chargeID, reason string, o Outcome, act Action) Result {
+	_, err := a.p.Ledger.Finish(ctx, keybrake.FinishArgs{Key: a.key, Owner: a.owner, State: state, ChargeID: chargeID, Reason: reason, Now: a.p.now()})
+	if err != nil {
+		r := a.retry(e.Attempts, fmt.Sprintf("stripe answered %s (charge %q) but the ledger did not record it: %v", state, chargeID, err))
+		r.ChargeID = chargeID
+		return r
+	}
+	return Result{Outcome: o, Action: act, Key: a.key, ChargeID: chargeID, Reason: reason}
+}
+
+// release gives the lease up after a transient failure and asks for a retry
+// with a delay growing with the entry's attempts.
+func (a *attempt) release(ctx context.Context, e *keybrake.LedgerEntry, reason string) Result {
+	if _, err := a.p.Ledger.Release(ctx, a.key, a.owner, reason, a.p.now()); err != nil {
+		// The lease will expire by itself; the retry waits for it.
+		reason += fmt.Sprintf(" (release: %v)", err)
+		r := a.retry(e.Attempts, reason)
+		r.Delay = max(r.Delay, a.p.lease())
+		return r
+	}
+	return a.retry(e.Attempts, reason)
+}
+
+func (a *attempt) retry(attempts int, reason string) Result {
+	return Result{Outcome: OutcomeTransient, Action: ActionRetry, Key: a.key, Reason: reason, Delay: a.p.backoff(attempts)}
+}
