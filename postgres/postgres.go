@@ -180,7 +180,7 @@ func applyMigration(ctx context.Context, conn *pgx.Conn, name string) error {
 // connection of a server that is back.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
-	if err != nil && isUnavailable(err) && ctx.Err() == nil {
+	if err != nil && isConnLost(err) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		s.pool.Reset()
 		tx, err = s.pool.Begin(ctx)
 	}
@@ -211,8 +211,12 @@ func (s *Store) wrap(op string, err error) error {
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":
 		return fmt.Errorf("postgres: %s: %w (%s)", op, keybrake.Errorf(keybrake.ECONFLICT, "Already exists."), pgErr.ConstraintName)
 	case isUnavailable(err):
-		// Dead connections go now rather than one failed request each.
-		s.pool.Reset()
+		if isConnLost(err) && !errors.Is(err, context.DeadlineExceeded) {
+			// The server went away: dead connections go now rather than
+			// failing one request each. (A deadline is the caller's, and
+			// says nothing about the other connections.)
+			s.pool.Reset()
+		}
 		return fmt.Errorf("postgres: %s: %w (%v)", op,
 			keybrake.Errorf(keybrake.EUNAVAILABLE, "The keybrake store (PostgreSQL) is unavailable; nothing was forwarded. Retry later."), err)
 	}
@@ -220,17 +224,24 @@ func (s *Store) wrap(op string, err error) error {
 }
 
 // isUnavailable reports whether err means the server could not be reached or
-// went away: a failed dial, a broken connection, a server shutting down or
-// refusing connections, or a deadline hit while waiting for it.
+// went away (isConnLost), or did not answer before the caller's deadline.
 func isUnavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "53300" || pgErr.Code == "57P03") {
+		return true // too many connections; the server is starting up
+	}
+	return isConnLost(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// isConnLost reports whether err means a connection could not be made or
+// broke: a failed dial, a closed socket, a server shutting down.
+func isConnLost(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
 		case strings.HasPrefix(pgErr.Code, "08"): // connection_exception
 			return true
-		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
-			return true
-		case pgErr.Code == "53300": // too_many_connections
+		case pgErr.Code == "57P01", pgErr.Code == "57P02": // admin or crash shutdown
 			return true
 		}
 		return false
@@ -239,8 +250,6 @@ func isUnavailable(err error) bool {
 	var netErr net.Error
 	switch {
 	case errors.As(err, &connectErr):
-		return true
-	case errors.Is(err, context.DeadlineExceeded):
 		return true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return true

@@ -71,21 +71,33 @@ func reserve(ctx context.Context, tx pgx.Tx, in *keybrake.Reservation, now time.
 		return keybrake.ReserveResult{}, err
 	}
 
-	// A replay was counted when first reserved: return it, never refuse it.
-	prev, err := scanReservation(tx.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations
-		WHERE key_id = $1 AND idempotency_key = $2`, in.KeyID, in.IdempotencyKey))
-	if err == nil {
-		return keybrake.ReserveResult{Reservation: prev, Replay: true}, nil
-	} else if err != pgx.ErrNoRows {
+	// The reads come in a statement of their own, after the lock is granted:
+	// at READ COMMITTED each statement sees what was committed before it
+	// started, so this one sees everything the previous holder of the lock
+	// wrote. (Reading them in the locking statement itself would use a
+	// snapshot taken before the lock wait, and miss the previous holder's
+	// increments.)
+	day, month := keybrake.Buckets(now, loc)
+	var replayID *string
+	var c counters
+	if err := tx.QueryRow(ctx, `SELECT
+		(SELECT id FROM reservations WHERE key_id = $1 AND idempotency_key = $2),
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = $1 AND window_name = 'daily' AND bucket = $3), 0),
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = $1 AND window_name = 'monthly' AND bucket = $4), 0),
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = $1 AND window_name = 'total' AND bucket = ''), 0)`,
+		k.ID, in.IdempotencyKey, day, month).Scan(&replayID, (*int64)(&c.day), (*int64)(&c.month), (*int64)(&c.total)); err != nil {
 		return keybrake.ReserveResult{}, err
 	}
 
-	day, month := keybrake.Buckets(now, loc)
-	spent, err := readCounters(ctx, tx, k.ID, day, month)
-	if err != nil {
-		return keybrake.ReserveResult{}, err
+	// A replay was counted when first reserved: return it, never refuse it.
+	if replayID != nil {
+		prev, err := scanReservation(tx.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1`, *replayID))
+		if err != nil {
+			return keybrake.ReserveResult{}, err
+		}
+		return keybrake.ReserveResult{Reservation: prev, Replay: true}, nil
 	}
-	if oc := checkCaps(k, spent, in.Micros, now, loc); oc != nil {
+	if oc := checkCaps(k, c, in.Micros, now, loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
 
@@ -98,18 +110,21 @@ func reserve(ctx context.Context, tx pgx.Tx, in *keybrake.Reservation, now time.
 	r.SettledMicros = 0
 	r.CreatedAt, r.UpdatedAt = ts(now), ts(now)
 	r.LeaseOwner, r.LeaseUntil, r.Attempts = "", time.Time{}, 0
-	if _, err := tx.Exec(ctx, `INSERT INTO reservations (id, key_id, idempotency_key, fingerprint, operation,
-		amount, currency, micros, settled_micros, state, day, month,
-		req_method, req_path, req_body, req_stripe_account, req_stripe_version,
-		object_id, upstream_status, attempts, lease_owner, lease_until, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`,
+	// The reservation and its counters in one statement: one round trip
+	// less while the key is locked.
+	if _, err := tx.Exec(ctx, `WITH ins AS (
+		INSERT INTO reservations (id, key_id, idempotency_key, fingerprint, operation,
+			amount, currency, micros, settled_micros, state, day, month,
+			req_method, req_path, req_body, req_stripe_account, req_stripe_version,
+			object_id, upstream_status, attempts, lease_owner, lease_until, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+		)
+		`+addCountersSQL(25),
 		r.ID, r.KeyID, r.IdempotencyKey, r.Fingerprint, r.Operation,
 		r.Amount, r.Currency, int64(r.Micros), int64(r.SettledMicros), r.State, r.Day, r.Month,
 		r.Request.Method, r.Request.Path, []byte(r.Request.Body), r.Request.StripeAccount, r.Request.StripeVersion,
-		r.ObjectID, r.UpstreamStatus, r.Attempts, r.LeaseOwner, nullTime(r.LeaseUntil), r.CreatedAt, r.UpdatedAt); err != nil {
-		return keybrake.ReserveResult{}, err
-	}
-	if err := addCounters(ctx, tx, k.ID, day, month, r.Micros, 0); err != nil {
+		r.ObjectID, r.UpstreamStatus, r.Attempts, r.LeaseOwner, nullTime(r.LeaseUntil), r.CreatedAt, r.UpdatedAt,
+		r.KeyID, r.Day, r.Month, int64(r.Micros), int64(0)); err != nil {
 		return keybrake.ReserveResult{}, err
 	}
 	*in = r
@@ -179,18 +194,16 @@ func checkCaps(k *keybrake.Key, c counters, amount keybrake.Micros, now time.Tim
 	return nil
 }
 
-// addCounters adds delta to the key's day, month and total counters and
-// uncertainDelta to its uncertain counter, creating rows as needed, in one
-// statement with a fixed row order.
-func addCounters(ctx context.Context, tx pgx.Tx, keyID, day, month string, delta, uncertainDelta keybrake.Micros) error {
-	if delta == 0 && uncertainDelta == 0 {
-		return nil
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO spend_counters AS c (key_id, window_name, bucket, micros)
-		VALUES ($1, 'daily', $2, $4), ($1, 'monthly', $3, $4), ($1, 'total', '', $4), ($1, 'uncertain', '', $5)
+// addCountersSQL returns the statement that adds a delta to a key's day,
+// month and total counters and an uncertain delta to its uncertain counter,
+// creating rows as needed, with the rows in a fixed order. Its parameters,
+// numbered from n, are key ID, day, month, delta and uncertain delta.
+func addCountersSQL(n int) string {
+	return fmt.Sprintf(`INSERT INTO spend_counters AS c (key_id, window_name, bucket, micros)
+		VALUES ($%[1]d, 'daily', $%[2]d, $%[4]d::bigint), ($%[1]d, 'monthly', $%[3]d, $%[4]d::bigint),
+		       ($%[1]d, 'total', '', $%[4]d::bigint), ($%[1]d, 'uncertain', '', $%[5]d::bigint)
 		ON CONFLICT (key_id, window_name, bucket) DO UPDATE SET micros = c.micros + EXCLUDED.micros`,
-		keyID, day, month, int64(delta), int64(uncertainDelta))
-	return err
+		n, n+1, n+2, n+3, n+4)
 }
 
 // Settle moves a reservation to settled, released or uncertain and adjusts
@@ -223,13 +236,13 @@ func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake
 // the counters, like reserve, so a reservation's check never reads counters
 // that a settlement is about to change.
 func settle(ctx context.Context, tx pgx.Tx, args keybrake.SettleArgs) (*keybrake.Reservation, error) {
-	var keyID string
-	if err := tx.QueryRow(ctx, `SELECT key_id FROM reservations WHERE id = $1`, args.ID).Scan(&keyID); err != nil {
+	var one int
+	if err := tx.QueryRow(ctx, `SELECT 1 FROM keys
+		WHERE id = (SELECT key_id FROM reservations WHERE id = $1) FOR UPDATE`, args.ID).Scan(&one); err != nil {
 		return nil, notFound(err, "No such reservation: %s.", args.ID)
 	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM keys WHERE id = $1 FOR UPDATE`, keyID); err != nil {
-		return nil, err
-	}
+	// FOR UPDATE here too: a resolver's lease changes the row without the
+	// key lock, and this transaction must not write back a stale lease.
 	r, err := scanReservation(tx.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1 FOR UPDATE`, args.ID))
 	if err != nil {
 		return nil, notFound(err, "No such reservation: %s.", args.ID)
@@ -261,14 +274,15 @@ func settle(ctx context.Context, tx pgx.Tx, args keybrake.SettleArgs) (*keybrake
 	r.UpdatedAt = ts(args.Now)
 	after, uncertainAfter := counted(r)
 
-	if _, err := tx.Exec(ctx, `UPDATE reservations SET state = $2, settled_micros = $3, amount = $4, currency = $5,
-		object_id = $6, upstream_status = $7, lease_owner = $8, lease_until = $9, updated_at = $10
-		WHERE id = $1`,
+	if _, err := tx.Exec(ctx, `WITH upd AS (
+		UPDATE reservations SET state = $2, settled_micros = $3, amount = $4, currency = $5,
+			object_id = $6, upstream_status = $7, lease_owner = $8, lease_until = $9, updated_at = $10
+		WHERE id = $1
+		)
+		`+addCountersSQL(11),
 		r.ID, r.State, int64(r.SettledMicros), r.Amount, r.Currency,
-		r.ObjectID, r.UpstreamStatus, r.LeaseOwner, nullTime(r.LeaseUntil), r.UpdatedAt); err != nil {
-		return nil, err
-	}
-	if err := addCounters(ctx, tx, r.KeyID, r.Day, r.Month, after-before, uncertainAfter-uncertainBefore); err != nil {
+		r.ObjectID, r.UpstreamStatus, r.LeaseOwner, nullTime(r.LeaseUntil), r.UpdatedAt,
+		r.KeyID, r.Day, r.Month, int64(after-before), int64(uncertainAfter-uncertainBefore)); err != nil {
 		return nil, err
 	}
 	return r, nil

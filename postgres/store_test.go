@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -133,6 +134,49 @@ func TestOpen(t *testing.T) {
 			t.Fatalf("FindKeyByID after reopen: %v", err)
 		}
 	})
+	t.Run("ErrUnavailableNoServer", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close() // nothing listens there now: connection refused
+		_, err = postgres.Open(context.Background(), "postgres://postgres@"+addr+"/x?sslmode=disable")
+		wantUnavailable(t, "Open", err)
+	})
+	t.Run("ErrUnavailableServerSilent", func(t *testing.T) {
+		// A server that accepts connections and never answers: the
+		// caller's deadline ends the wait.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var conns []net.Conn
+		defer func() {
+			l.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err = postgres.Open(ctx, "postgres://postgres@"+l.Addr().String()+"/x?sslmode=disable")
+		wantUnavailable(t, "Open", err)
+	})
 	t.Run("ErrInvalidDSN", func(t *testing.T) {
 		_, err := postgres.Open(context.Background(), "postgres://u:secret@127.0.0.1:notaport/x")
 		if code := keybrake.ErrorCode(err); code != keybrake.EINVALID {
@@ -251,28 +295,43 @@ func TestReplicasLeaseUncertain(t *testing.T) {
 	}
 }
 
+// BenchmarkReserveSettle measures a reservation and its settlement, the
+// store's part of one proxied charge, from 8 goroutines at once: HotKey all
+// on one key (serialised by its row lock), KeyPerGoroutine each on its own.
 func BenchmarkReserveSettle(b *testing.B) {
-	dsn := withParam(MustDatabase(b, MustServerDSN(b)), "pool_max_conns", "16")
-	s := MustOpen(b, dsn)
-	storetest.MustCreateCappedKey(b, s, "key_hot", "UTC", keybrake.Caps{Total: storetest.Ptr(keybrake.Micros(1 << 62))})
-	var seq atomic.Int64
-	b.SetParallelism(4)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		for pb.Next() {
-			i := seq.Add(1)
-			r := storetest.NewReservation("key_hot", fmt.Sprintf("idem_%d", i), storetest.USD(1))
-			res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: r, Now: storetest.T0})
-			if err != nil || res.Reservation == nil || res.Replay || res.OverCap != nil {
-				b.Errorf("Reserve: %+v, %v", res, err)
-				return
-			}
-			if _, err := s.Settle(ctx, keybrake.SettleArgs{ID: res.Reservation.ID, State: keybrake.StateSettled,
-				SettledMicros: storetest.USD(1), Amount: 100, Currency: "usd", Now: storetest.T0}); err != nil {
-				b.Errorf("Settle: %v", err)
-				return
-			}
-		}
-	})
+	for _, bm := range []struct {
+		name   string
+		hotKey bool
+	}{{"HotKey", true}, {"KeyPerGoroutine", false}} {
+		b.Run(bm.name, func(b *testing.B) {
+			dsn := withParam(MustDatabase(b, MustServerDSN(b)), "pool_max_conns", "16")
+			s := MustOpen(b, dsn)
+			noCap := keybrake.Caps{Total: storetest.Ptr(keybrake.Micros(1 << 62))}
+			storetest.MustCreateCappedKey(b, s, "key_hot", "UTC", noCap)
+			var seq, keys atomic.Int64
+			b.SetParallelism(4)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				keyID := "key_hot"
+				if !bm.hotKey {
+					keyID = fmt.Sprintf("key_%d", keys.Add(1))
+					storetest.MustCreateCappedKey(b, s, keyID, "UTC", noCap)
+				}
+				for pb.Next() {
+					r := storetest.NewReservation(keyID, fmt.Sprintf("idem_%d", seq.Add(1)), storetest.USD(1))
+					res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: r, Now: storetest.T0})
+					if err != nil || res.Reservation == nil || res.Replay || res.OverCap != nil {
+						b.Errorf("Reserve: %+v, %v", res, err)
+						return
+					}
+					if _, err := s.Settle(ctx, keybrake.SettleArgs{ID: res.Reservation.ID, State: keybrake.StateSettled,
+						SettledMicros: storetest.USD(1), Amount: 100, Currency: "usd", Now: storetest.T0}); err != nil {
+						b.Errorf("Settle: %v", err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
