@@ -179,10 +179,13 @@ func applyMigration(ctx context.Context, conn *pgx.Conn, name string) error {
 // done yet, so the retry is safe, and the caller need not see a stale
 // connection of a server that is back.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.Begin(ctx)
+	// Explicit, so a server whose default_transaction_isolation was changed
+	// does not start failing transactions with serialization errors.
+	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+	tx, err := s.pool.BeginTx(ctx, opts)
 	if err != nil && isConnLost(err) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		s.pool.Reset()
-		tx, err = s.pool.Begin(ctx)
+		tx, err = s.pool.BeginTx(ctx, opts)
 	}
 	if err != nil {
 		return err
