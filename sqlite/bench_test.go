@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,11 +43,13 @@ func BenchmarkReserveSettle(b *testing.B) {
 	}
 
 	b.Run("Serial", func(b *testing.B) {
+		defer reportCPU(b)()
 		for b.Loop() {
 			charge(b)
 		}
 	})
 	b.Run("Parallel", func(b *testing.B) {
+		defer reportCPU(b)()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				charge(b)
@@ -62,11 +65,60 @@ func BenchmarkReserve(b *testing.B) {
 	defer s.Close()
 	storetest.MustCreateKey(b, s, storetest.NewKey("key_hot"))
 	i := 0
+	defer reportCPU(b)()
 	for b.Loop() {
 		i++
 		in := storetest.NewReservation("key_hot", fmt.Sprintf("idem_%d", i), 1)
 		if _, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: in, Now: storetest.T0}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSettle measures Settle alone (for less than reserved).
+func BenchmarkSettle(b *testing.B) {
+	ctx := context.Background()
+	s, _ := MustOpen(b)
+	defer s.Close()
+	storetest.MustCreateKey(b, s, storetest.NewKey("key_hot"))
+	var ids []string
+	for i := range b.N {
+		ids = append(ids, storetest.MustReserve(b, s, "key_hot", fmt.Sprintf("idem_%d", i), 1000, storetest.T0).ID)
+	}
+	b.ResetTimer()
+	defer reportCPU(b)()
+	for i := range b.N {
+		if _, err := s.Settle(ctx, keybrake.SettleArgs{ID: ids[i], State: keybrake.StateSettled, SettledMicros: 900, Now: storetest.T0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAddEvent measures AddEvent alone.
+func BenchmarkAddEvent(b *testing.B) {
+	ctx := context.Background()
+	s, _ := MustOpen(b)
+	defer s.Close()
+	defer reportCPU(b)()
+	for i := 0; b.Loop(); i++ {
+		if err := s.AddEvent(ctx, storetest.NewEvent("key_hot", storetest.T0, i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// cpuTime returns the process's user+system CPU time. Benchmarks report it
+// per op besides wall time: on a shared machine it is the steadier number.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU starts the CPU clock; call the result when the loop is done.
+func reportCPU(b *testing.B) func() {
+	start := cpuTime()
+	return func() {
+		b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }

@@ -37,9 +37,6 @@ var (
 	qSpend             = spendQuery
 	qInsertReservation = `INSERT INTO reservations (` + resColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qAddSpend = `INSERT INTO spend_counters (key_id, period, bucket, micros)
-		VALUES (?1, 'total', '', ?4), (?1, 'daily', ?2, ?4), (?1, 'monthly', ?3, ?4)
-		ON CONFLICT (key_id, period, bucket) DO UPDATE SET micros = micros + excluded.micros`
 	// qSettle moves an unresolved reservation to its new state; a final
 	// one matches no row. Amount and currency change only when a settlement
 	// names a currency, object ID and upstream status only when set.
@@ -147,9 +144,6 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 		}
 		return keybrake.ReserveResult{}, wrap(err, "reserve on key %s", in.KeyID)
 	}
-	if err := s.addSpend(ctx, tx, r.KeyID, r.Day, r.Month, r.Micros); err != nil {
-		return keybrake.ReserveResult{}, err
-	}
 	return keybrake.ReserveResult{Reservation: &r}, nil
 }
 
@@ -227,29 +221,8 @@ func overCap(caps keybrake.Caps, spent keybrake.Spend, m keybrake.Micros, now ti
 	return nil
 }
 
-// addSpend adds delta (which may be negative) to the key's total counter
-// and to the given day and month buckets.
-func (s *Store) addSpend(ctx context.Context, tx *sql.Tx, keyID, day, month string, delta keybrake.Micros) error {
-	if _, err := s.txExec(ctx, tx, qAddSpend, keyID, day, month, int64(delta)); err != nil {
-		return wrap(err, "count spend of key %s", keyID)
-	}
-	return nil
-}
-
-// counted is what a reservation in its current state counts against caps.
-func counted(r *keybrake.Reservation) keybrake.Micros {
-	switch r.State {
-	case keybrake.StateSettled:
-		return r.SettledMicros
-	case keybrake.StateReleased:
-		return 0
-	default: // reserved, uncertain
-		return r.Micros
-	}
-}
-
-// Settle moves a reservation to settled, released or uncertain and moves
-// the counters of the reservation's own day and month by the change in what
+// Settle moves a reservation to settled, released or uncertain; the
+// counters of the reservation's own day and month move by the change in what
 // it counts: a settled amount replaces the reserved one (even above a cap:
 // the charge happened), released counts nothing, uncertain keeps the
 // reserved amount. Settled and released are final: returns ECONFLICT for
@@ -274,41 +247,32 @@ func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake
 		settled = args.SettledMicros
 	}
 
-	tx, err := s.beginWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-
-	r, err := scanReservation(s.txQueryRow(ctx, tx, qSettle, args.ID, args.State, int64(settled),
+	// One statement, committed alone: the trigger reservations_count_update
+	// moves the counters in the same statement.
+	r, err := scanReservation(s.wstmts[qSettle].QueryRowContext(ctx, args.ID, args.State, int64(settled),
 		args.Amount, args.Currency, args.ObjectID, args.UpstreamStatus, dbTime(now).UnixMicro()))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, s.settleMiss(ctx, tx, args.ID)
+		return nil, s.settleMiss(ctx, args.ID)
 	} else if err != nil {
-		return nil, wrap(err, "settle %s", args.ID)
-	}
-	// Only reserved and uncertain rows are updated, and both counted the
-	// reserved amount.
-	if delta := counted(r) - r.Micros; delta != 0 {
-		if err := s.addSpend(ctx, tx, r.KeyID, r.Day, r.Month, delta); err != nil {
-			return nil, err
-		}
-	}
-	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "settle %s", args.ID)
 	}
 	return r, nil
 }
 
 // settleMiss explains why qSettle matched no row: ENOTFOUND, or ECONFLICT
-// for a reservation already settled or released.
-func (s *Store) settleMiss(ctx context.Context, tx *sql.Tx, id string) error {
+// for a reservation already settled or released. States only move forward,
+// so a final state read now was final then.
+func (s *Store) settleMiss(ctx context.Context, id string) error {
 	var state string
-	err := tx.QueryRowContext(ctx, `SELECT state FROM reservations WHERE id = ?`, id).Scan(&state)
+	err := s.reader.QueryRowContext(ctx, `SELECT state FROM reservations WHERE id = ?`, id).Scan(&state)
 	if err != nil {
 		return wrapResErr(err, "settle %s", id)
 	}
-	return keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is already %s.", id, state)
+	if state == keybrake.StateSettled || state == keybrake.StateReleased {
+		return keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is already %s.", id, state)
+	}
+	// Inserted after the UPDATE looked: it did not exist then.
+	return keybrake.Errorf(keybrake.ENOTFOUND, "No such reservation.")
 }
 
 // FindReservationByID returns a reservation. Returns ENOTFOUND.

@@ -80,13 +80,17 @@ func Open(path string) (*Store, error) {
 	s := &Store{Now: time.Now, path: path}
 
 	var err error
-	if s.writer, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=journal_mode(WAL)&_txlock=immediate"); err != nil {
+	if s.writer, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=wal_autocheckpoint(10000)&_pragma=cache_size(-32000)&_txlock=immediate"); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s.writer.SetMaxOpenConns(1)
 	s.writer.SetMaxIdleConns(1)
 	s.writer.SetConnMaxLifetime(0)
 	s.writer.SetConnMaxIdleTime(0)
+	if err := s.setup(context.Background()); err != nil {
+		s.writer.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 	if err := s.migrate(context.Background()); err != nil {
 		s.writer.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
@@ -111,7 +115,7 @@ func Open(path string) (*Store, error) {
 // transaction: preparing on the writer needs its only connection.
 func (s *Store) prepare(ctx context.Context) error {
 	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	for _, q := range []string{qReserveRead, qInsertReservation, qAddSpend, qReservationByID, qSettle, qInsertEvent, qKeyByID} {
+	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID} {
 		st, err := s.writer.PrepareContext(ctx, q)
 		if err != nil {
 			return err
@@ -198,6 +202,28 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 		return nil, wrap(err, "begin")
 	}
 	return tx, nil
+}
+
+// pageSize is the page size of a new database file. Every commit writes each
+// b-tree page it touched to the WAL (about six pages for a Reserve, two for
+// a Settle or an event); 1 KiB and 2 KiB pages measured no faster.
+const pageSize = 4096
+
+// setup puts a new file in WAL mode with the page size, which must be set
+// before the first write. Both persist in the file; on an existing database
+// they are no-ops.
+func (s *Store) setup(ctx context.Context) error {
+	if _, err := s.writer.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", pageSize)); err != nil {
+		return err
+	}
+	var mode string
+	if err := s.writer.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return err
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal_mode is %q, want wal", mode)
+	}
+	return nil
 }
 
 // migrate applies every embedded migration not yet recorded in

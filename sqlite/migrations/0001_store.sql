@@ -83,6 +83,30 @@ CREATE TABLE spend_counters (
 	PRIMARY KEY (key_id, period, bucket)
 ) STRICT, WITHOUT ROWID;
 
+-- The counters follow the reservations through triggers, so no code path can
+-- change what a reservation counts without moving the counters with it, and a
+-- settlement is one UPDATE statement. What a reservation counts: reserved and
+-- uncertain hold micros, settled holds settled_micros, released nothing.
+CREATE TRIGGER reservations_count_insert AFTER INSERT ON reservations
+BEGIN
+	INSERT INTO spend_counters (key_id, period, bucket, micros)
+	VALUES (NEW.key_id, 'total', '', NEW.micros), (NEW.key_id, 'daily', NEW.day, NEW.micros), (NEW.key_id, 'monthly', NEW.month, NEW.micros)
+	ON CONFLICT (key_id, period, bucket) DO UPDATE SET micros = micros + excluded.micros;
+END;
+
+CREATE TRIGGER reservations_count_update AFTER UPDATE OF state, micros, settled_micros ON reservations
+WHEN (CASE NEW.state WHEN 'settled' THEN NEW.settled_micros WHEN 'released' THEN 0 ELSE NEW.micros END)
+  <> (CASE OLD.state WHEN 'settled' THEN OLD.settled_micros WHEN 'released' THEN 0 ELSE OLD.micros END)
+BEGIN
+	INSERT INTO spend_counters (key_id, period, bucket, micros)
+	SELECT NEW.key_id, p.period, p.bucket,
+		(CASE NEW.state WHEN 'settled' THEN NEW.settled_micros WHEN 'released' THEN 0 ELSE NEW.micros END)
+		- (CASE OLD.state WHEN 'settled' THEN OLD.settled_micros WHEN 'released' THEN 0 ELSE OLD.micros END)
+	FROM (SELECT 'total' AS period, '' AS bucket UNION ALL SELECT 'daily', OLD.day UNION ALL SELECT 'monthly', OLD.month) AS p
+	WHERE true
+	ON CONFLICT (key_id, period, bucket) DO UPDATE SET micros = micros + excluded.micros;
+END;
+
 -- The audit log. Append-only, so INTEGER PRIMARY KEY ids only ever grow. No
 -- foreign key: requests with an unknown vault key are audited too.
 CREATE TABLE events (

@@ -1,0 +1,274 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// The billing ledger. Every method that changes an entry runs in one write
+// transaction on the single writer (BEGIN IMMEDIATE), so reading the entry,
+// deciding with the shared state machine (keybrake.ClaimArgs.Apply…) and
+// writing the result never interleave with another claim, in this process
+// or another one on the same file.
+
+var _ keybrake.Ledger = (*Store)(nil)
+
+const ledgerColumns = `key, state, amount, currency, customer, fingerprint, charge_id, reason, attempts,
+	lease_owner, lease_until, first_attempt_at, created_at, updated_at`
+
+const conflictColumns = `id, key, fingerprint, amount, currency, customer, reason, deliveries, created_at, updated_at`
+
+// Claim inserts or takes over the entry of args.Entry.Key; see
+// keybrake.Ledger.
+func (s *Store) Claim(ctx context.Context, args keybrake.ClaimArgs) (*keybrake.ClaimResult, error) {
+	if err := args.Validate(); err != nil {
+		return nil, err
+	}
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	key := args.Entry.Key
+	cur, err := findEntry(ctx, tx, key)
+	if err != nil && keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
+		return nil, wrap(err, "claim %s", key)
+	}
+	res := &keybrake.ClaimResult{Entry: cur}
+	if c, ok := args.Conflicts(cur); ok {
+		if res.Conflict, err = addConflict(ctx, tx, c); err != nil {
+			return nil, wrap(err, "claim %s: record conflict", key)
+		}
+	} else {
+		next, claimed := args.Apply(cur)
+		if next != nil {
+			if err := putEntry(ctx, tx, next); err != nil {
+				return nil, wrap(err, "claim %s", key)
+			}
+			res.Entry = normEntry(next)
+		}
+		res.Claimed = claimed
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, wrap(err, "claim %s", key)
+	}
+	return res, nil
+}
+
+// Extend moves owner's lease on key; see keybrake.Ledger.
+func (s *Store) Extend(ctx context.Context, key, owner string, now, until time.Time) (*keybrake.LedgerEntry, error) {
+	return s.update(ctx, key, "extend lease of", func(cur *keybrake.LedgerEntry) (*keybrake.LedgerEntry, error) {
+		return keybrake.ApplyExtend(cur, owner, now, until)
+	})
+}
+
+// Finish records the final outcome of an entry; see keybrake.Ledger.
+func (s *Store) Finish(ctx context.Context, args keybrake.FinishArgs) (*keybrake.LedgerEntry, error) {
+	if err := args.Validate(); err != nil {
+		return nil, err
+	}
+	return s.update(ctx, args.Key, "finish", args.Apply)
+}
+
+// Release gives up owner's lease on key; see keybrake.Ledger.
+func (s *Store) Release(ctx context.Context, key, owner, reason string, now time.Time) (*keybrake.LedgerEntry, error) {
+	return s.update(ctx, key, "release", func(cur *keybrake.LedgerEntry) (*keybrake.LedgerEntry, error) {
+		return keybrake.ApplyRelease(cur, owner, reason, now)
+	})
+}
+
+// update applies fn to the entry of key in one write transaction. fn
+// returns nil to leave the entry as it is.
+func (s *Store) update(ctx context.Context, key, what string, fn func(*keybrake.LedgerEntry) (*keybrake.LedgerEntry, error)) (*keybrake.LedgerEntry, error) {
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	cur, err := findEntry(ctx, tx, key)
+	if err != nil {
+		return nil, wrap(err, "%s ledger entry %s", what, key)
+	}
+	next, err := fn(cur)
+	if err != nil {
+		return nil, err
+	}
+	if next == nil {
+		return cur, nil
+	}
+	if err := putEntry(ctx, tx, next); err != nil {
+		return nil, wrap(err, "%s ledger entry %s", what, key)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, wrap(err, "%s ledger entry %s", what, key)
+	}
+	return normEntry(next), nil
+}
+
+// FindEntry returns the entry of key; see keybrake.Ledger.
+func (s *Store) FindEntry(ctx context.Context, key string) (*keybrake.LedgerEntry, error) {
+	e, err := scanEntry(s.reader.QueryRowContext(ctx, `SELECT `+ledgerColumns+` FROM ledger_entries WHERE key = ?`, key))
+	if err != nil {
+		return nil, wrap(err, "find ledger entry %s", key)
+	}
+	return e, nil
+}
+
+// FindEntries returns a page of entries ordered by key; see keybrake.Ledger.
+func (s *Store) FindEntries(ctx context.Context, f keybrake.EntryFilter) ([]*keybrake.LedgerEntry, bool, error) {
+	limit, err := pageLimit(f.Limit)
+	if err != nil {
+		return nil, false, err
+	}
+	if f.State != "" && !keybrake.ValidEntryState(f.State) {
+		return nil, false, keybrake.ErrorParam("state", "Unknown ledger state %q.", f.State)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+ledgerColumns+` FROM ledger_entries
+		WHERE key > ?1 AND (?2 = '' OR state = ?2) ORDER BY key LIMIT ?3`, f.StartingAfter, f.State, limit+1)
+	if err != nil {
+		return nil, false, wrap(err, "find ledger entries")
+	}
+	defer rows.Close()
+	var out []*keybrake.LedgerEntry
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			return nil, false, wrap(err, "find ledger entries")
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, wrap(err, "find ledger entries")
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, nil
+}
+
+// FindConflicts returns a page of conflicts ordered by ID; see
+// keybrake.Ledger.
+func (s *Store) FindConflicts(ctx context.Context, f keybrake.ConflictFilter) ([]*keybrake.LedgerConflict, bool, error) {
+	limit, err := pageLimit(f.Limit)
+	if err != nil {
+		return nil, false, err
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+conflictColumns+` FROM ledger_conflicts
+		WHERE id > ?1 AND (?2 = '' OR key = ?2) ORDER BY id LIMIT ?3`, f.StartingAfter, f.Key, limit+1)
+	if err != nil {
+		return nil, false, wrap(err, "find ledger conflicts")
+	}
+	defer rows.Close()
+	var out []*keybrake.LedgerConflict
+	for rows.Next() {
+		c, err := scanConflict(rows)
+		if err != nil {
+			return nil, false, wrap(err, "find ledger conflicts")
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, wrap(err, "find ledger conflicts")
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, nil
+}
+
+// pageLimit applies the default and the ceiling of a page size.
+func pageLimit(n int) (int, error) {
+	switch {
+	case n < 0:
+		return 0, keybrake.ErrorParam("limit", "limit must not be negative")
+	case n == 0:
+		return 10, nil
+	case n > 1000:
+		return 1000, nil
+	}
+	return n, nil
+}
+
+func findEntry(ctx context.Context, tx *sql.Tx, key string) (*keybrake.LedgerEntry, error) {
+	return scanEntry(tx.QueryRowContext(ctx, `SELECT `+ledgerColumns+` FROM ledger_entries WHERE key = ?`, key))
+}
+
+// putEntry writes every column of e, inserting it if it is new.
+func putEntry(ctx context.Context, tx *sql.Tx, e *keybrake.LedgerEntry) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (`+ledgerColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET state = excluded.state, charge_id = excluded.charge_id,
+			reason = excluded.reason, attempts = excluded.attempts, lease_owner = excluded.lease_owner,
+			lease_until = excluded.lease_until, updated_at = excluded.updated_at`,
+		e.Key, e.State, e.Amount, e.Currency, e.Customer, e.Fingerprint, e.ChargeID, e.Reason, e.Attempts,
+		e.LeaseOwner, ledgerMicros(e.LeaseUntil), ledgerMicros(e.FirstAttemptAt), ledgerMicros(e.CreatedAt), ledgerMicros(e.UpdatedAt))
+	return err
+}
+
+// addConflict records c, or counts one more delivery of a conflict already
+// recorded for its key and fingerprint.
+func addConflict(ctx context.Context, tx *sql.Tx, c *keybrake.LedgerConflict) (*keybrake.LedgerConflict, error) {
+	return scanConflict(tx.QueryRowContext(ctx, `INSERT INTO ledger_conflicts
+		(key, fingerprint, amount, currency, customer, reason, deliveries, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)
+		ON CONFLICT (key, fingerprint) DO UPDATE SET deliveries = deliveries + 1, updated_at = excluded.updated_at
+		RETURNING `+conflictColumns,
+		c.Key, c.Fingerprint, c.Amount, c.Currency, c.Customer, c.Reason, ledgerMicros(c.CreatedAt), ledgerMicros(c.UpdatedAt)))
+}
+
+func scanEntry(row interface{ Scan(...any) error }) (*keybrake.LedgerEntry, error) {
+	var e keybrake.LedgerEntry
+	var leaseUntil, first, created, updated int64
+	err := row.Scan(&e.Key, &e.State, &e.Amount, &e.Currency, &e.Customer, &e.Fingerprint, &e.ChargeID, &e.Reason,
+		&e.Attempts, &e.LeaseOwner, &leaseUntil, &first, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, keybrake.Errorf(keybrake.ENOTFOUND, "No ledger entry has this key.")
+	} else if err != nil {
+		return nil, err
+	}
+	e.LeaseUntil, e.FirstAttemptAt = ledgerTime(leaseUntil), ledgerTime(first)
+	e.CreatedAt, e.UpdatedAt = ledgerTime(created), ledgerTime(updated)
+	return &e, nil
+}
+
+func scanConflict(row interface{ Scan(...any) error }) (*keybrake.LedgerConflict, error) {
+	var c keybrake.LedgerConflict
+	var created, updated int64
+	if err := row.Scan(&c.ID, &c.Key, &c.Fingerprint, &c.Amount, &c.Currency, &c.Customer, &c.Reason,
+		&c.Deliveries, &created, &updated); err != nil {
+		return nil, err
+	}
+	c.CreatedAt, c.UpdatedAt = ledgerTime(created), ledgerTime(updated)
+	return &c, nil
+}
+
+// normEntry rounds e's times as they read back from the database.
+func normEntry(e *keybrake.LedgerEntry) *keybrake.LedgerEntry {
+	e.LeaseUntil, e.FirstAttemptAt = ledgerTime(ledgerMicros(e.LeaseUntil)), ledgerTime(ledgerMicros(e.FirstAttemptAt))
+	e.CreatedAt, e.UpdatedAt = ledgerTime(ledgerMicros(e.CreatedAt)), ledgerTime(ledgerMicros(e.UpdatedAt))
+	return e
+}
+
+// ledgerMicros stores a time as unix microseconds, the zero time as 0.
+func ledgerMicros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// ledgerTime is the inverse of ledgerMicros, in UTC.
+func ledgerTime(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
+}
