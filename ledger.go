@@ -2,6 +2,7 @@ package keybrake
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -225,6 +226,108 @@ func (a *FinishArgs) Validate() error {
 		return ErrorParam("state", "Finish needs a final state (charged, declined or failed), not %q.", a.State)
 	case a.State == EntryCharged && a.ChargeID == "":
 		return ErrorParam("charge_id", "A charged entry needs its charge ID.")
+	}
+	return nil
+}
+
+// The transitions below are the state machine itself, shared by every Ledger
+// implementation: a store reads the current entry under its lock, applies
+// one of them, and writes the result in the same transaction.
+
+// Apply returns what a claim makes of cur (nil when the key has no entry):
+// the entry to store (nil when nothing changes), and whether the claimant
+// holds the lease. A conflict (cur has another fingerprint) is the caller's
+// to detect first, with Conflicts.
+func (a *ClaimArgs) Apply(cur *LedgerEntry) (next *LedgerEntry, claimed bool) {
+	if cur == nil {
+		e := *a.Entry
+		e.State, e.ChargeID, e.Reason = EntryPending, "", ""
+		e.Attempts = 1
+		e.LeaseOwner, e.LeaseUntil = a.Owner, a.Until
+		e.FirstAttemptAt, e.CreatedAt, e.UpdatedAt = a.Now, a.Now, a.Now
+		return &e, true
+	}
+	if cur.Terminal() {
+		return nil, false
+	}
+	e := *cur
+	switch {
+	case cur.Leased(a.Now) && cur.LeaseOwner != a.Owner:
+		return nil, false
+	case cur.Leased(a.Now):
+		// The holder claims again (its first claim's answer was lost).
+	default:
+		e.Attempts++
+	}
+	e.LeaseOwner, e.LeaseUntil, e.UpdatedAt = a.Owner, a.Until, a.Now
+	return &e, true
+}
+
+// Conflicts reports whether a claim for the key of cur carries another
+// fingerprint, and if so returns the conflict to record (Deliveries 1, no
+// ID; a store that already has one for the fingerprint adds a delivery).
+func (a *ClaimArgs) Conflicts(cur *LedgerEntry) (*LedgerConflict, bool) {
+	if cur == nil || cur.Fingerprint == a.Entry.Fingerprint {
+		return nil, false
+	}
+	in := a.Entry
+	return &LedgerConflict{
+		Key: cur.Key, Fingerprint: in.Fingerprint, Amount: in.Amount, Currency: in.Currency, Customer: in.Customer,
+		Reason: fmt.Sprintf("billing event for key %s conflicts with the recorded one: %d %s for customer %q, "+
+			"but the key's entry (%s) is %d %s for customer %q; the same key with other contents is never charged",
+			cur.Key, in.Amount, in.Currency, in.Customer, cur.State, cur.Amount, cur.Currency, cur.Customer),
+		Deliveries: 1, CreatedAt: a.Now, UpdatedAt: a.Now,
+	}, true
+}
+
+// Apply returns what finishing makes of cur, or the error Ledger.Finish
+// documents. next is nil when cur already has the outcome.
+func (a *FinishArgs) Apply(cur *LedgerEntry) (next *LedgerEntry, err error) {
+	if cur.Terminal() {
+		if cur.State == a.State && cur.ChargeID == a.ChargeID {
+			return nil, nil
+		}
+		return nil, Errorf(ECONFLICT, "The ledger entry %s is already %s.", cur.Key, cur.State)
+	}
+	if cur.LeaseOwner != a.Owner {
+		return nil, Errorf(ECONFLICT, "The lease on ledger entry %s was lost: %s does not hold it.", cur.Key, a.Owner)
+	}
+	e := *cur
+	e.State, e.ChargeID, e.Reason = a.State, a.ChargeID, a.Reason
+	e.LeaseOwner, e.LeaseUntil, e.UpdatedAt = "", time.Time{}, a.Now
+	return &e, nil
+}
+
+// ApplyExtend returns what Ledger.Extend makes of cur, or its error.
+func ApplyExtend(cur *LedgerEntry, owner string, now, until time.Time) (*LedgerEntry, error) {
+	if !until.After(now) {
+		return nil, ErrorParam("until", "The lease must end after now.")
+	}
+	if err := holds(cur, owner); err != nil {
+		return nil, err
+	}
+	e := *cur
+	e.LeaseUntil, e.UpdatedAt = until, now
+	return &e, nil
+}
+
+// ApplyRelease returns what Ledger.Release makes of cur, or its error.
+func ApplyRelease(cur *LedgerEntry, owner, reason string, now time.Time) (*LedgerEntry, error) {
+	if err := holds(cur, owner); err != nil {
+		return nil, err
+	}
+	e := *cur
+	e.LeaseOwner, e.LeaseUntil, e.Reason, e.UpdatedAt = "", time.Time{}, reason, now
+	return &e, nil
+}
+
+// holds returns ECONFLICT unless cur is pending and leased to owner.
+func holds(cur *LedgerEntry, owner string) error {
+	switch {
+	case cur.Terminal():
+		return Errorf(ECONFLICT, "The ledger entry %s is already %s.", cur.Key, cur.State)
+	case owner == "" || cur.LeaseOwner != owner:
+		return Errorf(ECONFLICT, "The lease on ledger entry %s was lost: %q does not hold it.", cur.Key, owner)
 	}
 	return nil
 }

@@ -88,10 +88,10 @@ func (c *StripeCharger) Charge(ctx context.Context, req ChargeRequest) (ChargeRe
 
 func (c *StripeCharger) paymentIntent(ctx context.Context, req ChargeRequest) (ChargeResult, error) {
 	params := &stripego.PaymentIntentCreateParams{
-		Amount:             stripego.Int64(req.Amount),
-		Currency:           stripego.String(req.Currency),
-		PaymentMethod:      stripego.String(req.PaymentMethod),
-		Confirm:            stripego.Bool(true),
+		Amount:        stripego.Int64(req.Amount),
+		Currency:      stripego.String(req.Currency),
+		PaymentMethod: stripego.String(req.PaymentMethod),
+		Confirm:       stripego.Bool(true),
 	}
 	if req.StripeCustomer != "" {
 		params.Customer = stripego.String(req.StripeCustomer)
