@@ -153,3 +153,13 @@ type KeyService interface {
 	// time. Returns ENOTFOUND if the key does not exist.
 	RevokeKey(ctx context.Context, id string, now time.Time) (*Key, error)
 }
+
+// KeyWatcher is implemented by stores that report changes to keys, so a
+// cache of keys in front of the store stays correct.
+type KeyWatcher interface {
+	// WatchKeys calls fn with the ID of every key updated or revoked after
+	// the call, by any process sharing the store, until ctx ends. fn("")
+	// means changes may have been missed (a lost connection): drop every
+	// cached key. It returns once watching has started.
+	WatchKeys(ctx context.Context, fn func(keyID string)) error
+}

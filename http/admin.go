@@ -178,6 +178,7 @@ func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id stri
 		s.writeAdminError(w, r, err)
 		return
 	}
+	s.evictKey(k.ID)
 	s.logger().Info("vault key updated", "key_id", k.ID)
 	b, err := s.budget(r.Context(), k, now)
 	if err != nil {
@@ -193,6 +194,7 @@ func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request, id stri
 		s.writeAdminError(w, r, err)
 		return
 	}
+	s.evictKey(k.ID)
 	s.logger().Info("vault key revoked", "key_id", k.ID)
 	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key"})
 }
@@ -214,6 +216,7 @@ func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request, id str
 			return
 		}
 	}
+	s.audit.Flush()
 	events, more, err := s.Store.FindEvents(r.Context(), keybrake.EventFilter{KeyID: id, Limit: limit, StartingAfter: after})
 	if err != nil {
 		s.writeAdminError(w, r, err)

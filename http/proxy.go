@@ -142,7 +142,7 @@ func (p *proxy) authenticate(r *http.Request) (*keybrake.Key, error) {
 	if !strings.HasPrefix(secret, keybrake.VaultKeyPrefix) || len(secret) > 128 {
 		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s. keybrake only accepts vault keys (vault_key_…); the real Stripe secret stays with keybrake.", redact(secret))
 	}
-	k, err := p.s.Store.FindKeyBySecretHash(r.Context(), HashSecret(secret))
+	k, err := p.s.findKey(r.Context(), HashSecret(secret))
 	if keybrake.ErrorCode(err) == keybrake.ENOTFOUND {
 		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s.", redact(secret))
 	} else if err != nil {
@@ -397,6 +397,13 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 // uncertain and counted for the resolver.
 func (p *proxy) modifyResponse(resp *http.Response) error {
 	c := resp.Request.Context().Value(callKey{}).(*call)
+	if c.rsv == nil {
+		// Nothing to settle: stream the answer through untouched.
+		p.s.metrics.upstream(c, resp.StatusCode)
+		p.s.metrics.decision(opName(c), keybrake.DecisionAllow)
+		p.audit(resp.Request, c, keybrake.DecisionAllow, "", resp.StatusCode, "")
+		return nil
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 	resp.Body.Close()
 	if err != nil {
@@ -554,9 +561,7 @@ func (p *proxy) audit(r *http.Request, c *call, decision, reason string, status 
 			e.Path = e.Path[:512]
 		}
 	}
-	if err := p.s.Store.AddEvent(context.WithoutCancel(r.Context()), e); err != nil {
-		p.s.logger().Error("audit event failed", "key_id", c.key.ID, "request_id", c.requestID, "err", err)
-	}
+	p.s.audit.add(e)
 }
 
 // object is the part of a Stripe object keybrake reads to settle.

@@ -183,9 +183,7 @@ func (s *Server) finish(ctx context.Context, rsv *keybrake.Reservation, args key
 		Micros: updated.SettledMicros, Decision: keybrake.DecisionResolve, Reason: reason,
 		UpstreamStatus: args.UpstreamStatus, ObjectID: args.ObjectID, IdempotencyKey: rsv.IdempotencyKey, ReservationID: rsv.ID,
 	}
-	if err := s.Store.AddEvent(ctx, e); err != nil {
-		s.logger().Error("audit event failed", "reservation", rsv.ID, "err", err)
-	}
+	s.audit.add(e)
 	s.logger().Info("reservation resolved", "reservation", rsv.ID, "state", args.State, "reason", reason)
 	return nil
 }

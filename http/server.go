@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -63,13 +64,16 @@ type Server struct {
 	// ID names this replica in resolver leases; default random.
 	ID string
 
-	metrics  *metrics
-	ln       net.Listener
-	server   *http.Server
-	proxy    *proxy
-	stop     chan struct{}
-	stopOnce sync.Once
-	wg       sync.WaitGroup
+	metrics   *metrics
+	audit     *auditLog
+	keys      *keyCache // nil when the store cannot report key changes
+	stopWatch context.CancelFunc
+	ln        net.Listener
+	server    *http.Server
+	proxy     *proxy
+	stop      chan struct{}
+	stopOnce  sync.Once
+	wg        sync.WaitGroup
 }
 
 // NewServer returns a Server with safe defaults.
@@ -146,6 +150,10 @@ func (s *Server) init() error {
 	}
 	s.stop = make(chan struct{})
 	s.metrics = newMetrics()
+	s.audit = newAuditLog(s.Store, s.logger())
+	if err := s.watchKeys(); err != nil {
+		return fmt.Errorf("watch keys: %w", err)
+	}
 	s.proxy = newProxy(s)
 	return nil
 }
@@ -182,12 +190,27 @@ func (s *Server) Close() error {
 		s.stopOnce.Do(func() { close(s.stop) })
 	}
 	s.wg.Wait()
+	var err error
 	if s.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return s.server.Shutdown(ctx)
+		err = s.server.Shutdown(ctx)
 	}
-	return nil
+	if s.audit != nil {
+		s.audit.close()
+	}
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	return err
+}
+
+// FlushAudit returns once every audit event of the requests answered so far
+// is written.
+func (s *Server) FlushAudit() {
+	if s.audit != nil {
+		s.audit.Flush()
+	}
 }
 
 // ServeHTTP routes a request. The proxy is routed on the raw path before any

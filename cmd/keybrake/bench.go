@@ -1,14 +1,426 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/stripe"
+	"github.com/keybrake/keybrake/stripesim"
 )
 
+// benchConfig is the configuration of `keybrake bench`.
+type benchConfig struct {
+	DB          string
+	Replicas    int
+	Requests    int
+	Duration    time.Duration
+	Concurrency []int
+	JSON        bool
+}
+
 func runBench(ctx context.Context, args []string, env Env) error {
-	fs := flagSet("bench", "Measures the simulator directly and through the proxy in the same run and prints ratios.", env)
+	fs := flagSet("bench", `Measures the Stripe simulator directly and through keybrake in the same run,
+on loopback, and prints the proxy's cost as differences and ratios against
+that baseline: added latency (median, p99) of a GET passthrough and of a
+capped, durably reserved charge, and throughput at 1 and 64 concurrent
+clients. Numbers from one run on a shared machine are noisy: compare ratios,
+not absolute values, and run it twice.`, env)
+	var c benchConfig
+	var conc string
+	fs.StringVar(&c.DB, "db", envDefault(env, "KEYBRAKE_BENCH_DB", ""), "store: empty for a SQLite file in a temp dir, or a postgres:// DSN (KEYBRAKE_BENCH_DB)")
+	fs.IntVar(&c.Replicas, "replicas", 1, "proxy replicas sharing the store (PostgreSQL only beyond 1)")
+	fs.IntVar(&c.Requests, "requests", 2000, "requests per latency measurement")
+	fs.DurationVar(&c.Duration, "duration", 3*time.Second, "duration of each throughput measurement")
+	fs.StringVar(&conc, "concurrency", "1,64", "comma-separated client counts for the throughput measurements")
+	fs.BoolVar(&c.JSON, "json", false, "print the results as JSON")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return fmt.Errorf("bench: not implemented yet")
+	for _, s := range strings.Split(conc, ",") {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(s), "%d", &n); err != nil || n < 1 || n > 1024 {
+			return fmt.Errorf("invalid --concurrency %q: want numbers from 1 to 1024", conc)
+		}
+		c.Concurrency = append(c.Concurrency, n)
+	}
+	if c.Replicas < 1 || (c.Replicas > 1 && !strings.HasPrefix(c.DB, "postgres")) {
+		return fmt.Errorf("invalid --replicas %d: several replicas need a postgres:// --db", c.Replicas)
+	}
+	if c.Requests < 10 || c.Duration <= 0 {
+		return fmt.Errorf("invalid --requests or --duration")
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	b, err := newBench(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	res, err := b.run(ctx, env.Stderr)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	res.print(env.Stdout)
+	return nil
 }
+
+// bench holds a simulator, the proxies in front of it, and a vault key.
+type bench struct {
+	cfg      benchConfig
+	sim      *http.Server
+	simURL   string
+	stores   []keybrake.Store
+	proxies  []*khttp.Server
+	vaultKey string
+	keyID    string
+	client   *http.Client
+	dir      string
+	customer string
+}
+
+func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
+	b := &bench{cfg: cfg}
+	sim, err := stripesim.New(stripesim.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	b.sim = &http.Server{Handler: sim}
+	go b.sim.Serve(ln)
+	b.simURL = "http://" + ln.Addr().String()
+	b.client = &http.Client{Transport: &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}, Timeout: 30 * time.Second}
+
+	db := cfg.DB
+	if db == "" {
+		if b.dir, err = os.MkdirTemp("", "keybrake-bench-"); err != nil {
+			return nil, err
+		}
+		db = filepath.Join(b.dir, "bench.db")
+	}
+	upstream, _ := url.Parse(b.simURL)
+	for i := 0; i < cfg.Replicas; i++ {
+		store, err := openStore(ctx, db)
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		b.stores = append(b.stores, store)
+		s := khttp.NewServer()
+		s.Addr = "127.0.0.1:0"
+		s.Store = store
+		s.Upstream = upstream
+		s.UpstreamKey = simulatorSecret
+		s.AdminToken = "kbadm_bench"
+		s.Logger = slog.New(slog.DiscardHandler)
+		s.Rates = stripe.Rates{}
+		if err := s.Open(); err != nil {
+			b.close()
+			return nil, err
+		}
+		b.proxies = append(b.proxies, s)
+	}
+	// A key capped high enough never to refuse during the run, so every
+	// charge takes the full reserve-forward-settle path.
+	body := `{"label":"bench","total_usd_cap":1000000000,"daily_usd_cap":1000000000,"per_request_usd_cap":100}`
+	req, _ := http.NewRequest("POST", b.proxies[0].URL()+"/vault/keys", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer kbadm_bench")
+	var key struct {
+		ID       string `json:"id"`
+		VaultKey string `json:"vault_key"`
+	}
+	if err := b.doJSON(req, &key); err != nil {
+		b.close()
+		return nil, fmt.Errorf("create bench key: %w", err)
+	}
+	b.vaultKey, b.keyID = key.VaultKey, key.ID
+	var cus struct {
+		ID string `json:"id"`
+	}
+	req, _ = http.NewRequest("POST", b.simURL+"/v1/customers", strings.NewReader("email=bench%40example.com"))
+	req.Header.Set("Authorization", "Bearer "+simulatorSecret)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if err := b.doJSON(req, &cus); err != nil {
+		b.close()
+		return nil, fmt.Errorf("create bench customer: %w", err)
+	}
+	b.customer = cus.ID
+	return b, nil
+}
+
+func (b *bench) doJSON(req *http.Request, v any) error {
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, body)
+	}
+	return json.Unmarshal(body, v)
+}
+
+func (b *bench) close() {
+	for _, p := range b.proxies {
+		p.Close()
+	}
+	for _, s := range b.stores {
+		s.Close()
+	}
+	if b.sim != nil {
+		b.sim.Close()
+	}
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
+}
+
+// target is where a measurement sends its requests.
+type target struct {
+	name  string
+	bases []string // round-robin across replicas
+	key   string
+}
+
+// op builds one request against a base URL.
+type op func(base, key string, i int64) *http.Request
+
+func (b *bench) getOp() op {
+	return func(base, key string, i int64) *http.Request {
+		req, _ := http.NewRequest("GET", base+"/v1/customers/"+b.customer, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		return req
+	}
+}
+
+func chargeOp(base, key string, i int64) *http.Request {
+	req, _ := http.NewRequest("POST", base+"/v1/charges", strings.NewReader("amount=100&currency=usd&source=tok_visa"))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req
+}
+
+// send performs one request and checks it succeeded.
+func (b *bench) send(req *http.Request) error {
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s %s: status %d", req.Method, req.URL.Path, resp.StatusCode)
+	}
+	return nil
+}
+
+// latency runs n sequential requests and returns the sorted durations.
+func (b *bench) latency(t target, o op, n int) ([]time.Duration, error) {
+	d := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		req := o(t.bases[i%len(t.bases)], t.key, int64(i))
+		start := time.Now()
+		if err := b.send(req); err != nil {
+			return nil, err
+		}
+		d = append(d, time.Since(start))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d, nil
+}
+
+// throughput runs clients concurrent loops for the duration and returns
+// requests per second.
+func (b *bench) throughput(t target, o op, clients int, dur time.Duration) (float64, error) {
+	var count atomic.Int64
+	var firstErr atomic.Value
+	deadline := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := int64(0); time.Now().Before(deadline); i++ {
+				req := o(t.bases[(c+int(i))%len(t.bases)], t.key, i)
+				if err := b.send(req); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				count.Add(1)
+			}
+		}(c)
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	return float64(count.Load()) / time.Since(start).Seconds(), nil
+}
+
+// BenchResult is the output of `keybrake bench`.
+type BenchResult struct {
+	Store      string             `json:"store"`
+	Replicas   int                `json:"replicas"`
+	Latency    []LatencyRow       `json:"latency"`
+	Throughput []ThroughputRow    `json:"throughput"`
+	Spend      string             `json:"settled_usd"`
+	Expected   string             `json:"expected_usd"`
+	Upstream   map[string]float64 `json:"-"`
+}
+
+// LatencyRow compares one operation's latency direct and through keybrake.
+type LatencyRow struct {
+	Operation    string  `json:"operation"`
+	DirectMedian float64 `json:"direct_median_us"`
+	ProxyMedian  float64 `json:"proxy_median_us"`
+	AddedMedian  float64 `json:"added_median_us"`
+	DirectP99    float64 `json:"direct_p99_us"`
+	ProxyP99     float64 `json:"proxy_p99_us"`
+	AddedP99     float64 `json:"added_p99_us"`
+}
+
+// ThroughputRow compares one operation's throughput direct and through keybrake.
+type ThroughputRow struct {
+	Operation string  `json:"operation"`
+	Clients   int     `json:"clients"`
+	Direct    float64 `json:"direct_per_s"`
+	Proxy     float64 `json:"proxy_per_s"`
+	Ratio     float64 `json:"ratio"`
+}
+
+func pct(d []time.Duration, p float64) float64 {
+	i := int(float64(len(d)-1) * p)
+	return float64(d[i].Microseconds())
+}
+
+func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, error) {
+	direct := target{"direct", []string{b.simURL}, simulatorSecret}
+	var bases []string
+	for _, p := range b.proxies {
+		bases = append(bases, p.URL())
+	}
+	proxied := target{"keybrake", bases, b.vaultKey}
+	res := &BenchResult{Store: storeKind(b.cfg.DB), Replicas: b.cfg.Replicas}
+	if b.cfg.DB == "" {
+		res.Store = "sqlite (temp file)"
+	}
+	var charges int64
+	// Warm up connections and caches on both paths.
+	for _, t := range []target{direct, proxied} {
+		if _, err := b.latency(t, b.getOp(), 50); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range []struct {
+		name string
+		o    op
+	}{{"GET passthrough (customers.retrieve)", b.getOp()}, {"capped charge (charges.create)", chargeOp}} {
+		fmt.Fprintf(progress, "bench: latency of %s, %d requests each way…\n", m.name, b.cfg.Requests)
+		dd, err := b.latency(direct, m.o, b.cfg.Requests)
+		if err != nil {
+			return nil, err
+		}
+		pd, err := b.latency(proxied, m.o, b.cfg.Requests)
+		if err != nil {
+			return nil, err
+		}
+		if strings.Contains(m.name, "charge") {
+			charges += int64(b.cfg.Requests)
+		}
+		res.Latency = append(res.Latency, LatencyRow{
+			Operation: m.name, DirectMedian: pct(dd, 0.5), ProxyMedian: pct(pd, 0.5), AddedMedian: pct(pd, 0.5) - pct(dd, 0.5),
+			DirectP99: pct(dd, 0.99), ProxyP99: pct(pd, 0.99), AddedP99: pct(pd, 0.99) - pct(dd, 0.99),
+		})
+	}
+	for _, m := range []struct {
+		name string
+		o    op
+	}{{"GET passthrough", b.getOp()}, {"capped charge", chargeOp}} {
+		for _, n := range b.cfg.Concurrency {
+			fmt.Fprintf(progress, "bench: throughput of %s at %d clients, %s each way…\n", m.name, n, b.cfg.Duration)
+			dr, err := b.throughput(direct, m.o, n, b.cfg.Duration)
+			if err != nil {
+				return nil, err
+			}
+			pr, err := b.throughput(proxied, m.o, n, b.cfg.Duration)
+			if err != nil {
+				return nil, err
+			}
+			if m.name == "capped charge" {
+				charges += int64(pr*b.cfg.Duration.Seconds() + 0.5)
+			}
+			res.Throughput = append(res.Throughput, ThroughputRow{Operation: m.name, Clients: n, Direct: dr, Proxy: pr, Ratio: pr / dr})
+		}
+	}
+	// Zero overspend: the store's settled spend equals the charges the
+	// proxy forwarded, to the micro-dollar.
+	k, err := b.stores[0].FindKeyByID(ctx, b.keyID)
+	if err != nil {
+		return nil, err
+	}
+	loc, _ := k.Location()
+	day, month := keybrake.Buckets(time.Now(), loc)
+	sp, err := b.stores[0].Spend(ctx, b.keyID, day, month)
+	if err != nil {
+		return nil, err
+	}
+	res.Spend = sp.Total.String()
+	return res, nil
+}
+
+func (r *BenchResult) print(w io.Writer) {
+	fmt.Fprintf(w, "keybrake bench — store: %s, replicas: %d; baseline: the simulator direct, same run\n\n", r.Store, r.Replicas)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "latency (µs)\tdirect p50\tproxy p50\tadded p50\tdirect p99\tproxy p99\tadded p99\t")
+	for _, l := range r.Latency {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", l.Operation, l.DirectMedian, l.ProxyMedian, l.AddedMedian, l.DirectP99, l.ProxyP99, l.AddedP99)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "throughput (req/s)\tclients\tdirect\tproxy\tproxy/direct\t")
+	for _, t := range r.Throughput {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t\n", t.Operation, t.Clients, t.Direct, t.Proxy, t.Ratio)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nsettled spend on the bench key: $%s ($1.00 per proxied charge)\n", r.Spend)
+}
+
+var _ = bytes.NewReader
