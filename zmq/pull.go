@@ -1,0 +1,143 @@
+package zmq
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// PullWorker takes envelopes from a PULL socket and, for each, pushes an
+// application ack (a Reply) to the producer's ack socket at AckEndpoint:
+// PUSH/PULL has no acknowledgement of its own, so the Producer resends
+// whatever is not acked in time.
+//
+// The ack carries the envelope's content key and the Producer matches acks
+// by it. Nothing is numbered: the seed's ack counter restarts at zero with
+// the worker (or the producer), and a key built from it charges the resend
+// again; a key from the content does not change, and the ledger answers
+// the resend with the first charge.
+//
+// Set the fields, then call Open; Close stops taking envelopes and waits
+// for those in progress, whose context it cancels. An envelope in progress
+// at Close is not acked, and the producer resends it.
+type PullWorker struct {
+	Endpoint    string  // required: tcp://host:port to bind (or connect to, with Connect) for envelopes
+	Connect     bool    // connect to Endpoint (a binding Producer) instead of binding it
+	AckEndpoint string  // required: the Producer's ack endpoint, which the worker connects to
+	Handler     Handler // required; billing.Processor in production
+	Namespace   string  // required: the billing namespace of the Processor, for the key check
+
+	// Concurrency is how many envelopes are processed at once. 0 means 1.
+	Concurrency int
+	// SendTimeout bounds queueing an ack (while the producer is away). 0
+	// means DefaultSendTimeout.
+	SendTimeout time.Duration
+	// Logger receives the worker's logs. nil discards them.
+	Logger *slog.Logger
+
+	pull, ack zmq4.Socket
+	addr      string
+	cancel    context.CancelFunc
+	done      chan struct{}
+	once      sync.Once
+	ackMu     sync.Mutex
+}
+
+// Open binds (or connects) the PULL socket, starts connecting the ack socket
+// (retrying until the producer is there), and starts serving.
+func (w *PullWorker) Open() error {
+	if err := checkWorker(w.Endpoint, w.Handler, w.Namespace); err != nil {
+		return err
+	}
+	if w.AckEndpoint == "" {
+		return errors.New("zmq: the pull worker needs an ack endpoint")
+	}
+	w.Logger = loggerOr(w.Logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	send := cmpOr(w.SendTimeout, DefaultSendTimeout)
+	w.pull = zmq4.NewPull(ctx, socketOptions(w.Logger, send,
+		zmq4.WithAutomaticReconnect(w.Connect), zmq4.WithDialerMaxRetries(-1))...)
+	if err := attach(w.pull, w.Endpoint, w.Connect); err != nil {
+		cancel()
+		w.pull.Close()
+		return err
+	}
+	w.addr = boundEndpoint(w.pull, w.Endpoint)
+	// The producer restarts and comes back at the same endpoint: reconnect
+	// for ever, until Close.
+	w.ack = zmq4.NewPush(ctx, socketOptions(w.Logger, send,
+		zmq4.WithAutomaticReconnect(true), zmq4.WithDialerMaxRetries(-1))...)
+	go func() {
+		if err := w.ack.Dial(w.AckEndpoint); err != nil && ctx.Err() == nil {
+			w.Logger.Error("zmq: ack socket", "endpoint", w.AckEndpoint, "err", err)
+		}
+	}()
+	w.cancel, w.done = cancel, make(chan struct{})
+	go w.run(ctx)
+	return nil
+}
+
+// Addr returns the endpoint the worker pulls from, with the port the kernel
+// chose when Endpoint asked for port 0.
+func (w *PullWorker) Addr() string { return w.addr }
+
+// Close stops the worker and waits for the envelopes in progress.
+func (w *PullWorker) Close() error {
+	var err error
+	w.once.Do(func() {
+		if w.cancel == nil {
+			return
+		}
+		w.cancel()
+		err = errors.Join(w.pull.Close(), w.ack.Close())
+		<-w.done
+	})
+	return err
+}
+
+func (w *PullWorker) run(ctx context.Context) {
+	defer close(w.done)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	slots := make(chan struct{}, cmpOrInt(w.Concurrency, 1))
+	for {
+		msg, err := w.pull.Recv()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			// A producer went away; the others, and its successor, go on.
+			w.Logger.Debug("zmq: pull receive", "err", err)
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			defer func() { <-slots }()
+			w.handle(ctx, lastFrame(msg))
+		}()
+	}
+}
+
+// handle processes one envelope and pushes its ack.
+func (w *PullWorker) handle(ctx context.Context, body []byte) {
+	rep := serve(ctx, w.Handler, w.Namespace, w.Logger, body)
+	if ctx.Err() != nil {
+		return
+	}
+	w.ackMu.Lock()
+	err := w.ack.Send(zmq4.NewMsg(rep.Marshal()))
+	w.ackMu.Unlock()
+	if err != nil {
+		w.Logger.Warn("zmq: ack lost; the producer will resend", "key", rep.Key, "err", err)
+	}
+}
