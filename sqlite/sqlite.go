@@ -73,6 +73,15 @@ const busyTimeout = 10 * time.Second
 // survive power loss without losing the last seconds of reservations should
 // use the PostgreSQL store.
 func Open(path string) (*Store, error) {
+	migrations, err := fs.Sub(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	return open(path, migrations)
+}
+
+// open is Open with the migrations taken from the *.sql files of fsys.
+func open(path string, migrations fs.FS) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "sqlite: path %q must be a plain file path", path)
 	}
@@ -91,7 +100,7 @@ func Open(path string) (*Store, error) {
 		s.writer.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	if err := s.migrate(context.Background()); err != nil {
+	if err := s.migrate(context.Background(), migrations); err != nil {
 		s.writer.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
@@ -231,27 +240,27 @@ func (s *Store) setup(ctx context.Context) error {
 // transaction together with its record. Because the check runs inside the
 // BEGIN IMMEDIATE transaction, two processes opening a fresh file at once
 // apply each migration exactly once.
-func (s *Store) migrate(ctx context.Context) error {
+func (s *Store) migrate(ctx context.Context, fsys fs.FS) error {
 	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		name       TEXT    PRIMARY KEY,
 		applied_at INTEGER NOT NULL
 	) STRICT`); err != nil {
 		return err
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	names, err := fs.Glob(fsys, "*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := s.migrateFile(ctx, name); err != nil {
+		if err := s.migrateFile(ctx, fsys, name); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-func (s *Store) migrateFile(ctx context.Context, name string) error {
+func (s *Store) migrateFile(ctx context.Context, fsys fs.FS, name string) error {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -264,7 +273,7 @@ func (s *Store) migrateFile(ctx context.Context, name string) error {
 	} else if n > 0 {
 		return nil
 	}
-	body, err := fs.ReadFile(migrationFS, name)
+	body, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,89 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"testing/fstest"
+
+	"github.com/keybrake/keybrake/sqlite"
+)
+
+// mustApplied lists schema_migrations in the order the files were applied.
+func mustApplied(tb testing.TB, path string) []string {
+	tb.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name FROM schema_migrations ORDER BY rowid`)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			tb.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	return names
+}
+
+func TestMigrate(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		// Lexical order: 0002 before 0010 before 0100, each applied once,
+		// and a file added later is applied on the next Open.
+		path := filepath.Join(t.TempDir(), "m.db")
+		files := fstest.MapFS{
+			"0100_ledger.sql": {Data: []byte(`CREATE TABLE ledger (id TEXT PRIMARY KEY, n INTEGER); INSERT INTO ledger VALUES ('a', (SELECT COUNT(*) FROM b));`)},
+			"0010_b.sql":      {Data: []byte(`CREATE TABLE b (x INTEGER); INSERT INTO b SELECT 1 FROM a;`)},
+			"0002_a.sql":      {Data: []byte(`CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1);`)},
+			"README.md":       {Data: []byte(`not a migration`)},
+		}
+		s, err := sqlite.OpenWithMigrations(path, files)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		s.Close()
+		want := []string{"0001_store.sql", "0002_a.sql", "0010_b.sql", "0100_ledger.sql"}
+		if got := mustApplied(t, path); !reflect.DeepEqual(got, want) {
+			t.Fatalf("applied %v, want %v", got, want)
+		}
+
+		files["0101_more.sql"] = &fstest.MapFile{Data: []byte(`CREATE TABLE more (x INTEGER);`)}
+		s, err = sqlite.OpenWithMigrations(path, files)
+		if err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		s.Close()
+		if got := mustApplied(t, path); !reflect.DeepEqual(got, append(want, "0101_more.sql")) {
+			t.Fatalf("applied %v after reopen", got)
+		}
+	})
+
+	t.Run("ErrFailedMigrationRollsBack", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "m.db")
+		files := fstest.MapFS{
+			"0002_bad.sql": {Data: []byte(`CREATE TABLE half (x INTEGER); THIS IS NOT SQL;`)},
+		}
+		if s, err := sqlite.OpenWithMigrations(path, files); err == nil {
+			s.Close()
+			t.Fatalf("Open with a broken migration succeeded")
+		}
+		if got := mustApplied(t, path); !reflect.DeepEqual(got, []string{"0001_store.sql"}) {
+			t.Fatalf("applied %v, want only 0001", got)
+		}
+		// The broken file's first statement was rolled back with it.
+		files["0002_bad.sql"] = &fstest.MapFile{Data: []byte(`CREATE TABLE half (x INTEGER);`)}
+		s, err := sqlite.OpenWithMigrations(path, files)
+		if err != nil {
+			t.Fatalf("Open with the fixed migration: %v", err)
+		}
+		s.Close()
+	})
+}
