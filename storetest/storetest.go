@@ -4,6 +4,35 @@
 //
 // The suite never sleeps and never reads the wall clock: every time it passes
 // to the store is derived from the fixed instant T0.
+//
+// Where the interface comments in the root package leave a detail open, the
+// suite fixes it, so every store answers the same:
+//
+//   - Times round-trip to the microsecond, as instants (any zone in, any
+//     zone out). Lists and metadata round-trip exactly: nil stays nil, empty
+//     stays empty (an empty allowlist must not turn into "no allowlist").
+//   - CreateKey returns EINVALID for an empty ID, an empty SecretHash or an
+//     unknown Timezone.
+//   - Reserve checks, in order: the key exists (ENOTFOUND), is usable at Now
+//     (EUNAUTHORIZED, even for a replay), the Idempotency-Key was not used
+//     before on this key (Replay, even if now over a cap), then the caps in
+//     the order per_request, daily, monthly, total; the first exceeded is
+//     reported with Spent as the window's counted sum (0 for per_request).
+//     An empty IdempotencyKey or a negative amount is EINVALID. A new
+//     reservation gets ID (if empty), State, Day, Month, CreatedAt and
+//     UpdatedAt (= Now) filled in; Attempts is 0.
+//   - Settle to a state other than settled, released or uncertain, or with
+//     a negative SettledMicros, is EINVALID. Uncertain may be repeated.
+//     Amount and Currency change only when settling with a Currency; ObjectID
+//     and UpstreamStatus only when non-zero. A settled amount above the
+//     reserved one counts in full, even past a cap.
+//   - FindReservations with Limit 0 returns every match; ties in CreatedAt
+//     may come in any order.
+//   - LeaseUncertain skips any live lease (LeaseUntil after now), whoever
+//     holds it; a lease that ends at now has expired.
+//   - Spend of an unknown key or bucket is zero, not an error.
+//   - Events need no existing key (a refused unknown vault key is audited
+//     with KeyID ""); FindEvents with Limit 0 returns 10.
 package storetest
 
 import (
