@@ -11,7 +11,7 @@ import (
 )
 
 // keyColumns are the columns scanKey reads, in its order.
-const keyColumns = `id, seq, vendor, label, secret_hash, secret_prefix,
+const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	per_request_cap, daily_cap, monthly_cap, total_cap,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at`
@@ -53,7 +53,7 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 
 // FindKeyByID returns the key. Returns ENOTFOUND if it does not exist.
 func (s *Store) FindKeyByID(ctx context.Context, id string) (*keybrake.Key, error) {
-	k, _, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1`, id))
+	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1`, id))
 	if err != nil {
 		return nil, s.wrap("find key "+id, notFound(err, "No such key: %s.", id))
 	}
@@ -63,7 +63,7 @@ func (s *Store) FindKeyByID(ctx context.Context, id string) (*keybrake.Key, erro
 // FindKeyBySecretHash returns the key whose vault key hashes to hash.
 // Returns ENOTFOUND if there is none.
 func (s *Store) FindKeyBySecretHash(ctx context.Context, hash string) (*keybrake.Key, error) {
-	k, _, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE secret_hash = $1`, hash))
+	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE secret_hash = $1`, hash))
 	if err != nil {
 		return nil, s.wrap("find key by secret hash", notFound(err, "No such vault key."))
 	}
@@ -101,7 +101,7 @@ func (s *Store) FindKeys(ctx context.Context, f keybrake.KeyFilter) ([]*keybrake
 		}
 		defer rows.Close()
 		for rows.Next() {
-			k, _, err := scanKey(rows)
+			k, err := scanKey(rows)
 			if err != nil {
 				return err
 			}
@@ -157,7 +157,7 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 // RevokeKey marks the key revoked at now; revoking twice keeps the first
 // time. Returns ENOTFOUND if the key does not exist.
 func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
-	k, _, err := scanKey(s.pool.QueryRow(ctx, `UPDATE keys
+	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE keys
 		SET revoked_at = COALESCE(revoked_at, $2),
 		    updated_at = CASE WHEN revoked_at IS NULL THEN $2 ELSE updated_at END
 		WHERE id = $1 RETURNING `+keyColumns, id, ts(now)))
@@ -170,7 +170,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybr
 // lockKey reads the key and takes its row lock until tx ends: the one lock
 // that serialises everything touching the key's caps and spend.
 func lockKey(ctx context.Context, tx pgx.Tx, id string) (*keybrake.Key, error) {
-	k, _, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1 FOR UPDATE`, id))
+	k, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1 FOR UPDATE`, id))
 	if err != nil {
 		return nil, notFound(err, "No such key: %s.", id)
 	}
@@ -242,24 +242,23 @@ func applyUpdate(k *keybrake.Key, upd keybrake.KeyUpdate) {
 	}
 }
 
-// scanKey reads one row of keyColumns; seq orders keys for pagination.
-func scanKey(row pgx.Row) (*keybrake.Key, int64, error) {
+// scanKey reads one row of keyColumns.
+func scanKey(row pgx.Row) (*keybrake.Key, error) {
 	var k keybrake.Key
-	var seq int64
 	var meta []byte
-	err := row.Scan(&k.ID, &seq, &k.Vendor, &k.Label, &k.SecretHash, &k.SecretPrefix,
+	err := row.Scan(&k.ID, &k.Vendor, &k.Label, &k.SecretHash, &k.SecretPrefix,
 		&k.PerRequest, &k.Daily, &k.Monthly, &k.Total,
 		&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies,
 		&k.Timezone, &k.AllowUnpriced, &meta, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &k.UpdatedAt)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if meta != nil {
 		if err := json.Unmarshal(meta, &k.Metadata); err != nil {
-			return nil, 0, fmt.Errorf("key %s: metadata: %w", k.ID, err)
+			return nil, fmt.Errorf("key %s: metadata: %w", k.ID, err)
 		}
 	}
-	return normalizeKeyTimes(&k), seq, nil
+	return normalizeKeyTimes(&k), nil
 }
 
 // normalizeKeyTimes returns k with its times as the store keeps them.
