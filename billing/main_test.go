@@ -1,0 +1,167 @@
+package billing_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/billing"
+	"github.com/keybrake/keybrake/sqlite"
+	"github.com/keybrake/keybrake/stripesim"
+)
+
+// T0 is where every test clock starts.
+var T0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// Clock is an injected clock shared by the ledger, the processors and the
+// simulator, so advancing it past Stripe's 24 hours moves all of them.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Env is a simulator on httptest, a SQLite ledger in a temp dir, and a
+// Charger pointed at the simulator.
+type Env struct {
+	Clock   *Clock
+	Sim     *stripesim.Server
+	SimURL  string
+	Ledger  *sqlite.Store
+	Charger *billing.StripeCharger
+}
+
+// MustEnv starts an Env; t.Cleanup stops it.
+func MustEnv(tb testing.TB) *Env {
+	tb.Helper()
+	clock := &Clock{t: T0}
+	sim, err := stripesim.New(stripesim.Options{Now: clock.Now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	tb.Cleanup(srv.Close)
+	store, err := sqlite.Open(filepath.Join(tb.TempDir(), "ledger.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { store.Close() })
+	return &Env{Clock: clock, Sim: sim, SimURL: srv.URL, Ledger: store,
+		Charger: &billing.StripeCharger{BaseURL: srv.URL, Key: "sk_test_billing"}}
+}
+
+// Processor returns a processor on the env's ledger, charger and clock.
+func (e *Env) Processor(owner string) *billing.Processor {
+	return &billing.Processor{Ledger: e.Ledger, Charger: e.Charger, Namespace: "test", Owner: owner,
+		Lease: time.Minute, Now: e.Clock.Now}
+}
+
+// Charges returns the simulator's charges: every charge it created,
+// including those whose answer a fault lost.
+func (e *Env) Charges() []stripesim.Charge {
+	return e.Sim.GroundTruth().Charges
+}
+
+// MustCharges fails unless the simulator created exactly n charges.
+func (e *Env) MustCharges(tb testing.TB, n int) []stripesim.Charge {
+	tb.Helper()
+	cs := e.Charges()
+	if len(cs) != n {
+		tb.Fatalf("simulator has %d charges, want %d: %+v", len(cs), n, cs)
+	}
+	return cs
+}
+
+// MustEntry returns the ledger entry of ev.
+func (e *Env) MustEntry(tb testing.TB, body string) *keybrake.LedgerEntry {
+	tb.Helper()
+	ev, err := billing.DecodeEvent([]byte(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	entry, err := e.Ledger.FindEntry(context.Background(), ev.Key("test"))
+	if err != nil {
+		tb.Fatalf("FindEntry: %v", err)
+	}
+	return entry
+}
+
+// EventJSON returns a valid event body for customer, period and amount.
+func EventJSON(customer, period string, amount int64, extra ...string) string {
+	fields := []string{
+		fmt.Sprintf(`"customer_id":%q`, customer),
+		fmt.Sprintf(`"billing_period":%q`, period),
+		fmt.Sprintf(`"amount":%d`, amount),
+		`"currency":"usd"`,
+	}
+	if len(extra) == 0 {
+		extra = []string{`"source":"tok_visa"`}
+	}
+	return "{" + strings.Join(append(fields, extra...), ",") + "}"
+}
+
+// MustResult fails unless res has the outcome and action.
+func MustResult(tb testing.TB, res billing.Result, o billing.Outcome, a billing.Action) {
+	tb.Helper()
+	if res.Outcome != o || res.Action != a {
+		tb.Fatalf("result = %+v, want outcome %s and action %s", res, o, a)
+	}
+}
+
+// FlakyLedger wraps a Ledger, failing Finish while FailFinish is set and
+// reporting every Extend on Extends.
+type FlakyLedger struct {
+	keybrake.Ledger
+	mu         sync.Mutex
+	failFinish bool
+	Extends    chan time.Time // the until of each successful Extend, if non-nil
+}
+
+// FailFinish makes Finish fail (the store went down) or work again.
+func (l *FlakyLedger) FailFinish(fail bool) {
+	l.mu.Lock()
+	l.failFinish = fail
+	l.mu.Unlock()
+}
+
+// Finish fails with EUNAVAILABLE while FailFinish is set.
+func (l *FlakyLedger) Finish(ctx context.Context, args keybrake.FinishArgs) (*keybrake.LedgerEntry, error) {
+	l.mu.Lock()
+	fail := l.failFinish
+	l.mu.Unlock()
+	if fail {
+		return nil, keybrake.Errorf(keybrake.EUNAVAILABLE, "the ledger is down")
+	}
+	return l.Ledger.Finish(ctx, args)
+}
+
+// Extend reports the new lease end on Extends.
+func (l *FlakyLedger) Extend(ctx context.Context, key, owner string, now, until time.Time) (*keybrake.LedgerEntry, error) {
+	e, err := l.Ledger.Extend(ctx, key, owner, now, until)
+	if err == nil && l.Extends != nil {
+		select {
+		case l.Extends <- until:
+		default:
+		}
+	}
+	return e, err
+}
