@@ -125,6 +125,10 @@ func testWindows(t *testing.T, open opener) {
 			MustCreateKey(t, s, NewKey("key_a"))
 			wantSpend(t, MustSpend(t, s, "key_a", T0, time.UTC), keybrake.Spend{})
 		})
+		t.Run("UnknownKey", func(t *testing.T) {
+			s := open(t)
+			wantSpend(t, MustSpend(t, s, "key_missing", T0, time.UTC), keybrake.Spend{})
+		})
 	})
 }
 
