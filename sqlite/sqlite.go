@@ -39,7 +39,6 @@ type Store struct {
 	// CreatedAt when zero, a zero ReserveArgs.Now). Defaults to time.Now.
 	Now func() time.Time
 
-	path   string
 	writer *sql.DB // exactly one connection; every write transaction runs here
 	reader *sql.DB // read-only connections on WAL snapshots
 
@@ -86,8 +85,11 @@ func open(path string, migrations fs.FS) (*Store, error) {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "sqlite: path %q must be a plain file path", path)
 	}
 	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", busyTimeout.Milliseconds())
-	s := &Store{Now: time.Now, path: path}
+	s := &Store{Now: time.Now}
 
+	// The writer checkpoints the WAL every 10000 pages (about 40 MB) rather
+	// than SQLite's 1000: hot pages written by many commits are copied back
+	// once, and the checkpoint's fsyncs come ten times less often.
 	var err error
 	if s.writer, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=wal_autocheckpoint(10000)&_pragma=cache_size(-32000)&_txlock=immediate"); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
