@@ -39,6 +39,7 @@ type PullWorker struct {
 	// Logger receives the worker's logs. nil discards them.
 	Logger *slog.Logger
 
+	ctx       context.Context
 	pull, ack zmq4.Socket
 	addr      string
 	cancel    context.CancelFunc
@@ -67,15 +68,10 @@ func (w *PullWorker) Open() error {
 		return err
 	}
 	w.addr = boundEndpoint(w.pull, w.Endpoint)
-	// The producer restarts and comes back at the same endpoint: reconnect
-	// for ever, until Close.
-	w.ack = zmq4.NewPush(ctx, socketOptions(w.Logger, send,
-		zmq4.WithAutomaticReconnect(true), zmq4.WithDialerMaxRetries(-1))...)
-	go func() {
-		if err := w.ack.Dial(w.AckEndpoint); err != nil && ctx.Err() == nil {
-			w.Logger.Error("zmq: ack socket", "endpoint", w.AckEndpoint, "err", err)
-		}
-	}()
+	w.ctx = ctx
+	w.ackMu.Lock()
+	w.ackSocket()
+	w.ackMu.Unlock()
 	w.cancel, w.done = cancel, make(chan struct{})
 	go w.run(ctx)
 	return nil
@@ -93,7 +89,10 @@ func (w *PullWorker) Close() error {
 			return
 		}
 		w.cancel()
-		err = errors.Join(w.pull.Close(), w.ack.Close())
+		err = w.pull.Close()
+		w.ackMu.Lock()
+		w.dropAck()
+		w.ackMu.Unlock()
 		<-w.done
 	})
 	return err
@@ -134,10 +133,53 @@ func (w *PullWorker) handle(ctx context.Context, body []byte) {
 	if ctx.Err() != nil {
 		return
 	}
+	w.sendAck(rep)
+}
+
+// sendAck pushes rep to the producer. A send that fails (the producer went
+// away) recreates the ack socket, which reconnects until the producer is
+// back, and sends once more; an ack lost anyway is made good by the
+// producer's resend.
+//
+// The socket is recreated by hand rather than with go-zeromq's automatic
+// reconnect, which redials from inside the failed write while holding the
+// socket's writer lock and so stalls the send for its whole timeout.
+func (w *PullWorker) sendAck(rep *Reply) {
+	msg := zmq4.NewMsg(rep.Marshal())
 	w.ackMu.Lock()
-	err := w.ack.Send(zmq4.NewMsg(rep.Marshal()))
-	w.ackMu.Unlock()
-	if err != nil {
-		w.Logger.Warn("zmq: ack lost; the producer will resend", "key", rep.Key, "err", err)
+	defer w.ackMu.Unlock()
+	for try := 0; try < 2 && w.ctx.Err() == nil; try++ {
+		err := w.ackSocket().Send(msg)
+		if err == nil {
+			return
+		}
+		w.Logger.Info("zmq: ack send failed; reconnecting the ack socket", "key", rep.Key, "err", err)
+		w.dropAck()
+	}
+	w.Logger.Warn("zmq: ack lost; the producer will resend", "key", rep.Key)
+}
+
+// ackSocket returns the ack socket, creating one that connects to
+// AckEndpoint in the background (for as long as it takes) if there is
+// none. The caller holds ackMu.
+func (w *PullWorker) ackSocket() zmq4.Socket {
+	if w.ack == nil {
+		s := zmq4.NewPush(w.ctx, socketOptions(w.Logger, cmpOr(w.SendTimeout, DefaultSendTimeout),
+			zmq4.WithDialerMaxRetries(-1))...)
+		go func() {
+			if err := s.Dial(w.AckEndpoint); err != nil && w.ctx.Err() == nil {
+				w.Logger.Debug("zmq: ack connect", "endpoint", w.AckEndpoint, "err", err)
+			}
+		}()
+		w.ack = s
+	}
+	return w.ack
+}
+
+// dropAck closes the ack socket. The caller holds ackMu.
+func (w *PullWorker) dropAck() {
+	if w.ack != nil {
+		w.ack.Close()
+		w.ack = nil
 	}
 }

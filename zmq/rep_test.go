@@ -139,22 +139,5 @@ func rawRequest(tb testing.TB, endpoint string, msg []byte) *zmq.Reply {
 	if err := s.Send(zmq4.NewMsg(msg)); err != nil {
 		tb.Fatal(err)
 	}
-	type result struct {
-		m   zmq4.Msg
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		m, err := s.Recv()
-		ch <- result{m, err}
-	}()
-	r := Receive(tb, ch, "the reply")
-	if r.err != nil {
-		tb.Fatal(r.err)
-	}
-	rep, err := zmq.DecodeReply(r.m.Frames[len(r.m.Frames)-1])
-	if err != nil {
-		tb.Fatalf("%v: %s", err, r.m.Frames[len(r.m.Frames)-1])
-	}
-	return rep
+	return recvReply(tb, s)
 }
