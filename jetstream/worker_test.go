@@ -321,3 +321,55 @@ func TestPublisher_DuplicatePublish(t *testing.T) {
 	}
 	e.MustChargesPerEvent(t, body)
 }
+
+// dyingCharger stands for a worker killed after its ledger claim and before
+// its Stripe call: it reports the call and never returns until released.
+type dyingCharger struct {
+	billing.Charger
+	called  chan struct{}
+	release chan struct{}
+}
+
+func (d *dyingCharger) Charge(ctx context.Context, req billing.ChargeRequest) (billing.ChargeResult, error) {
+	close(d.called)
+	<-d.release
+	return billing.ChargeResult{}, errors.New("killed")
+}
+
+// A worker killed between the ledger claim and the Stripe call: its
+// connection goes, the message comes back after AckWait, and once the
+// lease is expired the next worker charges with the same key: one charge.
+func TestWorker_KilledBetweenClaimAndStripeCall(t *testing.T) {
+	e := MustEnv(t)
+	dying := &dyingCharger{called: make(chan struct{}), release: make(chan struct{})}
+	pa := e.Processor("doomed")
+	dying.Charger, pa.Charger = pa.Charger, dying
+	pa.ExtendEvery = time.Hour // a dead worker extends nothing
+	wa := e.Worker(t, "billing", pa)
+	wa.AckWait = time.Second
+	wa.ShutdownTimeout = time.Millisecond
+	MustOpen(t, wa)
+	body := EventJSON("acct_1", "2026-11", 4200)
+	e.Publish(t, body)
+	select {
+	case <-dying.called:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the doomed worker never reached Stripe")
+	}
+	wa.JS.Conn().Close() // kill -9: no ack, no nak, no InProgress
+	e.Clock.Advance(2 * time.Minute)
+
+	rec := NewRecorder(e.Processor("survivor"))
+	wb := e.Worker(t, "billing", rec)
+	wb.AckWait = time.Second
+	MustOpen(t, wb)
+	res := rec.MustResults(t, 1)[0]
+	close(dying.release)
+	if res.Outcome != billing.OutcomeCharged {
+		t.Fatalf("survivor result = %+v, want charged", res)
+	}
+	if entry := e.MustEntry(t, body); entry.Attempts != 2 {
+		t.Fatalf("entry attempts = %d, want 2 (the claim, then the takeover)", entry.Attempts)
+	}
+	e.MustChargesPerEvent(t, body)
+}
