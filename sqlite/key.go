@@ -159,6 +159,7 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "update key %s", id)
 	}
+	s.notifyKey(id)
 	return k, nil
 }
 
@@ -186,6 +187,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybr
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "revoke key %s", id)
 	}
+	s.notifyKey(id)
 	return k, nil
 }
 

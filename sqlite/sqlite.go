@@ -49,6 +49,8 @@ type Store struct {
 	rstmts map[string]*sql.Stmt // on the readers
 
 	zones sync.Map // key ID -> timezone seen by the last Reserve; only a hint
+
+	path string // the database file, naming the watchers of its keys
 }
 
 var _ keybrake.Store = (*Store)(nil)
@@ -85,7 +87,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "sqlite: path %q must be a plain file path", path)
 	}
 	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", busyTimeout.Milliseconds())
-	s := &Store{Now: time.Now}
+	s := &Store{Now: time.Now, path: path}
 
 	// The writer checkpoints the WAL every 10000 pages (about 40 MB) rather
 	// than SQLite's 1000: hot pages written by many commits are copied back
