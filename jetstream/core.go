@@ -61,7 +61,7 @@ type QueueWorker struct {
 	// ShutdownTimeout is how long Close waits for in-flight handlers
 	// before it cancels their context; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
-	Logger          *slog.Logger      // nil discards
+	Logger          *slog.Logger     // nil discards
 	Now             func() time.Time // the clock of dead letters; time.Now if nil
 
 	js        jsapi.JetStream

@@ -77,7 +77,7 @@ type Worker struct {
 	// before it cancels their context; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
-	Logger *slog.Logger      // nil discards
+	Logger *slog.Logger     // nil discards
 	Now    func() time.Time // the clock of dead letters and floors; time.Now if nil
 
 	mu           sync.Mutex // guards consumer, ackWait, maxDeliver
