@@ -103,4 +103,3 @@ func runPy(tb testing.TB, cmd *exec.Cmd) []byte {
 	}
 	return out
 }
-
