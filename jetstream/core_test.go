@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/keybrake/keybrake/billing"
 	"github.com/keybrake/keybrake/jetstream"
 )
 
@@ -23,7 +24,7 @@ func TestQueueWorker_FanOutDetectedOneCharge(t *testing.T) {
 	ctx := context.Background()
 	var recs []*Recorder
 	for _, name := range []string{"plain-1", "plain-2"} {
-		rec := NewRecorder(e.Processor(name))
+		rec := NewRecorder(shortLease(e.Processor(name)))
 		recs = append(recs, rec)
 		nc := e.Conn(t, name)
 		if _, err := nc.Subscribe(coreSubject, func(m *nats.Msg) { rec.Process(ctx, m.Data) }); err != nil {
@@ -33,7 +34,7 @@ func TestQueueWorker_FanOutDetectedOneCharge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	queued := NewRecorder(e.Processor("queue"))
+	queued := NewRecorder(shortLease(e.Processor("queue")))
 	recs = append(recs, queued)
 	w := &jetstream.QueueWorker{Conn: e.Conn(t, "queue-worker"), Subject: coreSubject, Queue: "billing", Handler: queued,
 		DeadLetterSubject: deadSubj, MonitorURL: e.MonitorURL, Logger: e.Logger(), RetryDelay: 10 * time.Millisecond}
@@ -91,4 +92,11 @@ func TestCheckFanOut_QueueGroupOK(t *testing.T) {
 	if err := jetstream.CheckFanOut(context.Background(), nil, e.MonitorURL, coreSubject); !errors.As(err, &fe) || len(fe.Receivers) != 2 {
 		t.Fatalf("CheckFanOut = %v, want the stray wildcard subscriber beside the group", err)
 	}
+}
+
+// shortLease makes p's lease one second, so an attempt that finds another
+// receiver's claim retries after a second rather than a minute.
+func shortLease(p *billing.Processor) *billing.Processor {
+	p.Lease = time.Second
+	return p
 }
