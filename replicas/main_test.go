@@ -44,8 +44,7 @@ func MustServerDSN(tb testing.TB) string {
 }
 
 // MustDatabase creates a fresh schema in the database of serverDSN, drops it
-// when the test ends, and returns a DSN whose search_path selects it (and
-// whose pools stay small, since many replicas share one test server).
+// when the test ends, and returns a DSN whose search_path selects it.
 func MustDatabase(tb testing.TB, serverDSN string) string {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -74,7 +73,7 @@ func MustDatabase(tb testing.TB, serverDSN string) string {
 			tb.Errorf("drop schema %s: %v", name, err)
 		}
 	})
-	return withParam(withParam(serverDSN, "search_path", name), "pool_max_conns", "16")
+	return withParam(serverDSN, "search_path", name)
 }
 
 // withParam returns dsn with one more URL query parameter.
@@ -86,11 +85,14 @@ func withParam(dsn, key, value string) string {
 	return dsn + sep + key + "=" + url.QueryEscape(value)
 }
 
+// poolDSN keeps a Store's pool small: many replicas share one test server.
+func poolDSN(dsn string) string { return withParam(dsn, "pool_max_conns", "16") }
+
 // MustStore opens a Store (a pool of its own) on dsn, closed when the test
 // ends.
 func MustStore(tb testing.TB, dsn string) *postgres.Store {
 	tb.Helper()
-	s, err := postgres.Open(context.Background(), dsn)
+	s, err := postgres.Open(context.Background(), poolDSN(dsn))
 	if err != nil {
 		tb.Fatalf("postgres.Open: %v", err)
 	}
