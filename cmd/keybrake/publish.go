@@ -41,6 +41,7 @@ twice is harmless: the worker charges it once.
 Usage: keybrake publish [flags] [FILE|-]`, env)
 	chosen := transportFlags(fs, env, true)
 	fs.StringVar(&c.Topic, "topic", envDefault(env, "KEYBRAKE_TOPIC", "billing"), "topic to publish to (KEYBRAKE_TOPIC)")
+	fs.String("namespace", envDefault(env, "KEYBRAKE_NAMESPACE", ""), "billing namespace of the workers (their --namespace): jetstream, nats and zmq producers put the event's content key, which includes it, on the wire (KEYBRAKE_NAMESPACE)")
 	fs.StringVar(&c.Format, "format", envDefault(env, "KEYBRAKE_PUBLISH_FORMAT", ""), "jsonl or csv; default csv for a .csv file, else jsonl (KEYBRAKE_PUBLISH_FORMAT)")
 	if err := fs.Parse(args); err != nil {
 		return err

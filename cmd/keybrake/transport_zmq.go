@@ -110,6 +110,10 @@ func (o *zmqOptions) validate(publishing bool) error {
 	if !publishing {
 		return nil
 	}
+	if fl := o.fs.Lookup("namespace"); fl != nil && *f.namespace == "" {
+		ns := fl.Value.String() // publish's shared --namespace
+		f.namespace = &ns
+	}
 	if err := billing.ValidateNamespace(*f.namespace); err != nil {
 		return fmt.Errorf("invalid --zmq-namespace (KEYBRAKE_NAMESPACE): %s; it must be the workers' --namespace", keybrake.ErrorMessage(err))
 	}
