@@ -19,6 +19,7 @@ const (
 	DefaultMaxDelay      = 10 * time.Minute
 	DefaultOperatorDelay = 10 * time.Minute
 	minRetryDelay        = time.Second
+	maxLeaseWait         = 5 * time.Second
 )
 
 // Processor runs the billing ledger state machine for one delivery of a
@@ -207,14 +208,16 @@ func (a *attempt) run(ctx context.Context) Result {
 	e := cr.Entry
 	switch {
 	case cr.Conflict != nil:
-		return Result{Outcome: OutcomeFailed, Action: ActionDeadLetter, Key: a.key, ChargeID: e.ChargeID, Reason: cr.Conflict.Reason}
+		return Result{Outcome: OutcomeFailed, Action: ActionDeadLetter, Key: a.key, ChargeID: e.ChargeID, State: keybrake.EntryFailed, Reason: cr.Conflict.Reason}
 	case e.Terminal():
-		return Result{Outcome: OutcomeAlreadyDone, Action: ActionAck, Key: a.key, ChargeID: e.ChargeID,
+		return Result{Outcome: OutcomeAlreadyDone, Action: ActionAck, Key: a.key, ChargeID: e.ChargeID, State: e.State,
 			Reason: "already " + e.State + reasonSuffix(e.Reason)}
 	case !cr.Claimed:
 		// Another attempt is calling Stripe right now: come back when its
-		// lease would have expired, never sooner than a second.
-		d := max(e.LeaseUntil.Sub(now), minRetryDelay)
+		// lease would have expired, never sooner than a second, and never
+		// later than maxLeaseWait, since most calls end long before their
+		// lease does.
+		d := min(max(e.LeaseUntil.Sub(now), minRetryDelay), maxLeaseWait)
 		return Result{Outcome: OutcomeTransient, Action: ActionRetry, Key: a.key, Reason: "lease held by " + e.LeaseOwner, Delay: d}
 	}
 	return a.charge(ctx, e)
@@ -335,7 +338,7 @@ func (a *attempt) finish(ctx context.Context, e *keybrake.LedgerEntry, state, ch
 		r.ChargeID = chargeID
 		return r
 	}
-	return Result{Outcome: o, Action: act, Key: a.key, ChargeID: chargeID, Reason: reason}
+	return Result{Outcome: o, Action: act, Key: a.key, ChargeID: chargeID, State: state, Reason: reason}
 }
 
 // release gives the lease up after a transient failure and asks for a retry

@@ -61,8 +61,8 @@ func TestProcess_CrashBetweenClaimAndCall(t *testing.T) {
 	e.Clock.Advance(30 * time.Second)
 	res := b.Process(context.Background(), []byte(body))
 	MustResult(t, res, billing.OutcomeTransient, billing.ActionRetry)
-	if res.Delay != 30*time.Second {
-		t.Fatalf("retry delay = %v, want the 30s left on the lease", res.Delay)
+	if res.Delay != 5*time.Second {
+		t.Fatalf("retry delay = %v, want 5s: the 30s left on the lease, capped so a finished call is noticed soon", res.Delay)
 	}
 	e.MustCharges(t, 0)
 

@@ -57,6 +57,7 @@ type Result struct {
 	Action   Action
 	Key      string        // the event's idempotency key, "" if the event could not be decoded
 	ChargeID string        // the Stripe charge, when there is one
+	State    string        // the ledger entry's state when it is final: keybrake.EntryCharged, EntryDeclined or EntryFailed
 	Reason   string        // why, for logs and dead letters
 	Delay    time.Duration // for ActionRetry: how long to wait before redelivery
 }

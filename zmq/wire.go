@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -188,19 +187,19 @@ func replyOf(key string, r billing.Result) *Reply {
 	return rep
 }
 
-// alreadyDoneStatus is the status of an event an earlier delivery finished.
-// billing.Result does not carry the entry's final state, so it is read
-// from the Processor's reason ("already charged", "already declined: …",
-// "already failed: …"); an unknown reason with a charge counts as charged,
-// without one as declined, never as something to resend.
+// alreadyDoneStatus is the status of an event an earlier delivery finished,
+// from the ledger entry's final state; without one, a charge counts as
+// charged and no charge as declined, never as something to resend.
 func alreadyDoneStatus(r billing.Result) Status {
-	switch {
-	case strings.HasPrefix(r.Reason, "already "+keybrake.EntryCharged):
+	switch r.State {
+	case keybrake.EntryCharged:
 		return StatusCharged
-	case strings.HasPrefix(r.Reason, "already "+keybrake.EntryDeclined):
+	case keybrake.EntryDeclined:
 		return StatusDeclined
-	case strings.HasPrefix(r.Reason, "already "+keybrake.EntryFailed):
+	case keybrake.EntryFailed:
 		return StatusDeadLetter
+	}
+	switch {
 	case r.ChargeID != "":
 		return StatusCharged
 	}
