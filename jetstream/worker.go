@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	jsapi "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/keybrake/keybrake/billing"
@@ -243,7 +244,7 @@ func (w *Worker) fetchLoop() {
 				w.rebind(cons)
 				continue
 			}
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jsapi.ErrNoMessages) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jsapi.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
 				w.Logger.Warn("jetstream fetch", "stream", w.Stream, "durable", w.Durable, "err", err)
 				w.pause(time.Second)
 			}
