@@ -70,18 +70,20 @@ func (s *Store) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrak
 	}
 	now = dbTime(now)
 
-	tx, err := s.beginWrite(ctx)
+	var res keybrake.ReserveResult
+	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = s.reserve(context.Background(), tx, in, now)
+		return err
+	})
 	if err != nil {
+		if keybrake.ErrorCode(err) == keybrake.EINTERNAL {
+			err = wrap(err, "reserve on key %s", in.KeyID)
+		}
 		return keybrake.ReserveResult{}, err
 	}
-	defer tx.Rollback()
-
-	res, err := s.reserve(ctx, tx, in, now)
-	if err != nil || res.Replay || res.OverCap != nil {
-		return res, err
-	}
-	if err := tx.Commit(); err != nil {
-		return keybrake.ReserveResult{}, wrap(err, "reserve on key %s", in.KeyID)
+	if res.Replay || res.OverCap != nil {
+		return res, nil
 	}
 	*in = *res.Reservation
 	res.Reservation = in
@@ -247,10 +249,15 @@ func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake
 		settled = args.SettledMicros
 	}
 
-	// One statement, committed alone: the trigger reservations_count_update
-	// moves the counters in the same statement.
-	r, err := scanReservation(s.wstmts[qSettle].QueryRowContext(ctx, args.ID, args.State, int64(settled),
-		args.Amount, args.Currency, args.ObjectID, args.UpstreamStatus, dbTime(now).UnixMicro()))
+	// One statement, committed in a batch: the trigger
+	// reservations_count_update moves the counters in the same statement.
+	var r *keybrake.Reservation
+	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		r, err = scanReservation(tx.Stmt(s.wstmts[qSettle]).QueryRow(args.ID, args.State, int64(settled),
+			args.Amount, args.Currency, args.ObjectID, args.UpstreamStatus, dbTime(now).UnixMicro()))
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, s.settleMiss(ctx, args.ID)
 	} else if err != nil {

@@ -51,6 +51,8 @@ type Store struct {
 	zones sync.Map // key ID -> timezone seen by the last Reserve; only a hint
 
 	path string // the database file, naming the watchers of its keys
+
+	batch *batcher // group commit of Reserve and Settle
 }
 
 var _ keybrake.Store = (*Store)(nil)
@@ -121,6 +123,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	s.batch = newBatcher(s)
 	return s, nil
 }
 
@@ -172,6 +175,9 @@ func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 // Close closes both connection pools. After Close every method returns
 // EUNAVAILABLE.
 func (s *Store) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
 	var errs []error
 	for _, m := range []map[string]*sql.Stmt{s.wstmts, s.rstmts} {
 		for _, st := range m {

@@ -1,0 +1,145 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+
+	"github.com/keybrake/keybrake"
+)
+
+// maxBatch bounds the writes committed together.
+const maxBatch = 64
+
+// writeOp is one write of a batch: run does its statements inside the
+// batch's transaction, within a savepoint of its own.
+type writeOp struct {
+	run  func(tx *sql.Tx) error
+	err  error
+	done chan struct{}
+}
+
+// batcher commits concurrent writes together (group commit). SQLite has one
+// writer, and most of a small write transaction's cost is beginning and
+// committing it (taking the write lock, appending the pages to the WAL):
+// shared by a batch, it is paid once. Each write runs in a savepoint, so a
+// failing one is rolled back alone, and none is answered before the commit
+// that makes it durable. The ops of a batch run in arrival order, one after
+// the other, so each sees the ones before it: a cap check still sees every
+// reservation made before it.
+type batcher struct {
+	s      *Store
+	ops    chan *writeOp
+	mu     sync.RWMutex
+	closed bool
+	done   chan struct{}
+}
+
+func newBatcher(s *Store) *batcher {
+	b := &batcher{s: s, ops: make(chan *writeOp, maxBatch), done: make(chan struct{})}
+	go b.loop()
+	return b
+}
+
+// write runs fn in a batch and returns its error, or the commit's.
+func (b *batcher) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	op := &writeOp{run: fn, done: make(chan struct{})}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return keybrake.Errorf(keybrake.EUNAVAILABLE, "The keybrake store (SQLite) is closed.")
+	}
+	select {
+	case b.ops <- op:
+	case <-ctx.Done():
+		b.mu.RUnlock()
+		return ctx.Err()
+	}
+	b.mu.RUnlock()
+	// Once queued, the op is answered: its outcome must not be abandoned
+	// half-known, since the commit may make it durable.
+	<-op.done
+	return op.err
+}
+
+func (b *batcher) close() {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.ops)
+	}
+	b.mu.Unlock()
+	<-b.done
+}
+
+func (b *batcher) loop() {
+	defer close(b.done)
+	batch := make([]*writeOp, 0, maxBatch)
+	for op := range b.ops {
+		batch = append(batch[:0], op)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case op, ok := <-b.ops:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, op)
+			default:
+				break drain
+			}
+		}
+		b.commit(batch)
+		for _, op := range batch {
+			close(op.done)
+		}
+	}
+}
+
+// commit runs a batch in one transaction. Statements run without the
+// callers' contexts: interrupting one statement would roll back the whole
+// transaction, every other caller's write with it.
+func (b *batcher) commit(batch []*writeOp) {
+	ctx := context.Background()
+	tx, err := b.s.beginWrite(ctx)
+	if err != nil {
+		for _, op := range batch {
+			op.err = err
+		}
+		return
+	}
+	defer tx.Rollback()
+	if len(batch) == 1 {
+		batch[0].err = batch[0].run(tx)
+	} else {
+		for _, op := range batch {
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT op`); err != nil {
+				op.err = wrap(err, "savepoint")
+				continue
+			}
+			if op.err = op.run(tx); op.err != nil {
+				if _, err := tx.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
+					// The transaction is in an unknown state: fail the batch.
+					for _, o := range batch {
+						o.err = wrap(err, "rollback to savepoint")
+					}
+					return
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `RELEASE op`); err != nil {
+				for _, o := range batch {
+					o.err = wrap(err, "release savepoint")
+				}
+				return
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		err = wrap(err, "commit")
+		for _, op := range batch {
+			if op.err == nil {
+				op.err = err
+			}
+		}
+	}
+}
