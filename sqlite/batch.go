@@ -14,9 +14,10 @@ const maxBatch = 64
 // writeOp is one write of a batch: run does its statements inside the
 // batch's transaction, within a savepoint of its own.
 type writeOp struct {
-	run  func(tx *sql.Tx) error
-	err  error
-	done chan struct{}
+	run   func(tx *sql.Tx) error
+	alone func() error // optional: the same write committed alone, cheaper than a transaction for one statement
+	err   error
+	done  chan struct{}
 }
 
 // batcher commits concurrent writes together (group commit). SQLite has one
@@ -43,7 +44,13 @@ func newBatcher(s *Store) *batcher {
 
 // write runs fn in a batch and returns its error, or the commit's.
 func (b *batcher) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	op := &writeOp{run: fn, done: make(chan struct{})}
+	return b.writeAlone(ctx, fn, nil)
+}
+
+// writeAlone is write for a single statement: when the batch holds only
+// this write, alone runs instead, committing by itself.
+func (b *batcher) writeAlone(ctx context.Context, fn func(tx *sql.Tx) error, alone func() error) error {
+	op := &writeOp{run: fn, alone: alone, done: make(chan struct{})}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
@@ -101,6 +108,10 @@ func (b *batcher) loop() {
 // transaction, every other caller's write with it.
 func (b *batcher) commit(batch []*writeOp) {
 	ctx := context.Background()
+	if len(batch) == 1 && batch[0].alone != nil {
+		batch[0].err = batch[0].alone()
+		return
+	}
 	tx, err := b.s.beginWrite(ctx)
 	if err != nil {
 		for _, op := range batch {

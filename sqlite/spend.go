@@ -252,10 +252,14 @@ func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake
 	// One statement, committed in a batch: the trigger
 	// reservations_count_update moves the counters in the same statement.
 	var r *keybrake.Reservation
-	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+	params := []any{args.ID, args.State, int64(settled), args.Amount, args.Currency, args.ObjectID, args.UpstreamStatus, dbTime(now).UnixMicro()}
+	err := s.batch.writeAlone(ctx, func(tx *sql.Tx) error {
 		var err error
-		r, err = scanReservation(tx.Stmt(s.wstmts[qSettle]).QueryRow(args.ID, args.State, int64(settled),
-			args.Amount, args.Currency, args.ObjectID, args.UpstreamStatus, dbTime(now).UnixMicro()))
+		r, err = scanReservation(tx.Stmt(s.wstmts[qSettle]).QueryRow(params...))
+		return err
+	}, func() error {
+		var err error
+		r, err = scanReservation(s.wstmts[qSettle].QueryRow(params...))
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
