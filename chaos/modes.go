@@ -23,6 +23,7 @@ type Mode struct {
 	// "duplicates" or "lost".
 	Expect string
 
+	acks      int  // acknowledgements every copy of an event gets (two durables, a replay); 0 means 1
 	noKey     bool // Unsafe sends no Idempotency-Key at all (the JetStream seed)
 	preflight bool // Unsafe does the seed's "insert the row, skip if it exists" before charging
 	fault     func(r *rand.Rand) fault
@@ -82,7 +83,9 @@ var Modes = []*Mode{
 		UnsafeKey: "sha256(connUUID:customer:period)",
 		Injection: "the worker dies after Stripe answers: its TCP connection to nsqd is cut without FIN, a new consumer (new UUID) connects, nsqd redelivers after msg-timeout",
 		fault:     func(*rand.Rand) fault { return fault{crashAfter: 1} },
-		drive:     func(ctx context.Context, r *run) error { return driveNSQ(ctx, r, nsqSpec{tag: tagConn, reconnect: true}) },
+		drive: func(ctx context.Context, r *run) error {
+			return driveNSQ(ctx, r, nsqSpec{tag: tagConn, reconnect: true})
+		},
 	},
 	{
 		Name: "nsq-slow-no-touch", Transport: "nsq", Expect: "duplicates",
@@ -90,7 +93,9 @@ var Modes = []*Mode{
 		UnsafeKey: "sha256(msgID:handler-invocation-time:customer:period)",
 		Injection: fmt.Sprintf("the Stripe call takes %s, nsqd's msg-timeout is %s, the handler never TOUCHes", slowCall, nsqMsgTimeout),
 		fault:     func(*rand.Rand) fault { return fault{slow: 1, slowFor: slowCall} },
-		drive:     func(ctx context.Context, r *run) error { return driveNSQ(ctx, r, nsqSpec{tag: tagInvocation, serverTimeout: true}) },
+		drive: func(ctx context.Context, r *run) error {
+			return driveNSQ(ctx, r, nsqSpec{tag: tagInvocation, serverTimeout: true})
+		},
 	},
 	{
 		Name: "js-ackwait", Transport: "jetstream", Expect: "duplicates", noKey: true,
@@ -101,7 +106,7 @@ var Modes = []*Mode{
 		drive:     func(ctx context.Context, r *run) error { return driveJetStream(ctx, r, jsAckWaitSpec) },
 	},
 	{
-		Name: "js-two-durables", Transport: "jetstream", Expect: "duplicates", noKey: true,
+		Name: "js-two-durables", Transport: "jetstream", Expect: "duplicates", noKey: true, acks: 2,
 		Failure:   "two durables on one subject (billing-worker-v1 left running beside v2): every event is delivered to both",
 		UnsafeKey: "none (the seed sends no Idempotency-Key)",
 		Injection: "every event, on two durable consumers of the same stream subject, 2 pull workers each",
@@ -109,7 +114,7 @@ var Modes = []*Mode{
 		drive:     func(ctx context.Context, r *run) error { return driveJetStream(ctx, r, jsTwoDurablesSpec) },
 	},
 	{
-		Name: "js-recreate", Transport: "jetstream", Expect: "duplicates", noKey: true,
+		Name: "js-recreate", Transport: "jetstream", Expect: "duplicates", noKey: true, acks: 2,
 		Failure:   "a durable deleted and recreated with DeliverPolicy all: the stream is replayed from sequence 1",
 		UnsafeKey: "none (the seed sends no Idempotency-Key)",
 		Injection: "every event is charged and acked, then the durable is deleted and recreated with DeliverPolicy all",

@@ -258,7 +258,6 @@ func gridValues(maxV int) []int {
 	return out
 }
 
-
 // usd formats cents as dollars with thousands separators.
 func usd(cents int64) string {
 	s := fmt.Sprintf("%d", cents/100)

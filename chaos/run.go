@@ -141,7 +141,7 @@ func (h *harness) run(ctx context.Context, m *Mode, st Strategy, n, total int) (
 	r.expect = make([]int32, len(r.events))
 	r.acks = make([]atomic.Int32, len(r.events))
 	for i := range r.expect {
-		r.expect[i] = int32(max(1, r.faults[i].copies))
+		r.expect[i] = int32(max(1, r.faults[i].copies) * max(1, m.acks))
 	}
 	if err := r.setup(); err != nil {
 		return nil, err
@@ -343,6 +343,17 @@ func (r *run) settled() int {
 		}
 	}
 	return n
+}
+
+// settledTimes reports whether every event was acknowledged at least n
+// times.
+func (r *run) settledTimes(n int32) bool {
+	for i := range r.acks {
+		if r.acks[i].Load() < n {
+			return false
+		}
+	}
+	return true
 }
 
 // allSettled reports whether every event is settled.
