@@ -68,8 +68,9 @@ const defaultMaxConns = 32
 // Store is keybrake.Store on PostgreSQL. It is safe for concurrent use, and
 // several Stores (replicas) may share one database.
 type Store struct {
-	pool *pgxpool.Pool
-	locs sync.Map // key ID → *time.Location; a key's timezone never changes
+	pool  *pgxpool.Pool
+	locs  sync.Map // key ID → *time.Location; a key's timezone never changes
+	turns sync.Map // key ID → chan struct{}: this process's queue to reserve on the key
 
 	// Now fills in creation times the caller left zero (CreateKey,
 	// AddEvent). It defaults to time.Now.

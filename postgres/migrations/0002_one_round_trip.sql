@@ -5,7 +5,7 @@
 --
 -- Both run at READ COMMITTED (the store sets default_transaction_isolation on
 -- its connections). They are VOLATILE, so every statement in them takes a
--- fresh snapshot: the statements after SELECT … FOR UPDATE on the key see
+-- fresh snapshot: the statements after SELECT … FOR NO KEY UPDATE on the key see
 -- everything the previous holder of the lock committed.
 --
 -- Errors the caller must tell apart are raised with keybrake's own SQLSTATEs:
@@ -33,7 +33,12 @@ DECLARE
 	c_month bigint;
 	c_total bigint;
 BEGIN
-	SELECT * INTO k FROM keys WHERE id = p_key_id FOR UPDATE;
+	-- FOR NO KEY UPDATE, not FOR UPDATE: it serialises reservations and
+	-- policy changes of the key (an UPDATE of keys takes the same lock) but
+	-- not the FOR KEY SHARE lock that a settlement inserting a new counter
+	-- row takes through the foreign key; with FOR UPDATE that settlement,
+	-- holding a counter row this reservation wants, would deadlock with it.
+	SELECT * INTO k FROM keys WHERE id = p_key_id FOR NO KEY UPDATE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'No such key: %.', p_key_id USING ERRCODE = 'KB404';
 	END IF;
@@ -75,10 +80,11 @@ BEGIN
 		p_amount, p_currency, p_micros, 0, 'reserved', p_day, p_month,
 		p_method, p_path, p_body, p_stripe_account, p_stripe_version,
 		'', 0, 0, '', NULL, p_now, p_now);
-	-- Rows in a fixed order, so concurrent upserts never deadlock.
+	-- Rows in a fixed order (daily, monthly, total, uncertain, as in
+	-- keybrake_settle), so concurrent upserts never deadlock.
 	INSERT INTO spend_counters AS c (key_id, window_name, bucket, micros)
 	VALUES (p_key_id, 'daily', p_day, p_micros), (p_key_id, 'monthly', p_month, p_micros),
-	       (p_key_id, 'total', '', p_micros), (p_key_id, 'uncertain', '', 0)
+	       (p_key_id, 'total', '', p_micros)
 	ON CONFLICT (key_id, window_name, bucket) DO UPDATE SET micros = c.micros + EXCLUDED.micros;
 	status := 'ok';
 	win := NULL; cap := NULL; spent := NULL;
@@ -94,10 +100,20 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- keybrake_settle moves a reservation to settled, released or uncertain and
--- adjusts the counters of its own buckets by the change in what it counts,
--- under the key row lock (taken first, like keybrake_reserve, so a
--- reservation's check never reads counters a settlement is about to change).
+-- adjusts the counters of its own buckets by the change in what it counts.
 -- It returns the updated reservation.
+--
+-- It locks the reservation row, not the key row. The counters change only by
+-- deltas, each applied by an upsert that locks the counter row and adds to
+-- its latest version, so no change is ever lost. What a settlement does to
+-- a reservation being checked at the same moment is safe either way: a
+-- decrease (release, or settled below the reserved amount) that the check
+-- does not see yet leaves the check stricter than it needs to be, never
+-- looser; an increase (settled above the reserved amount) is money that has
+-- already moved upstream, which no lock could prevent. And the common
+-- settlement, of exactly the amount reserved, changes no counter at all, so
+-- it never waits behind the key's reservations: on a hot key that halves
+-- the work serialised by the key lock.
 CREATE FUNCTION keybrake_settle(
 	p_id text, p_state text, p_settled_micros bigint, p_amount bigint, p_currency text,
 	p_object_id text, p_upstream_status integer, p_now timestamptz)
@@ -108,13 +124,12 @@ DECLARE
 	before record;
 	after  record;
 BEGIN
-	PERFORM 1 FROM keys WHERE id = (SELECT key_id FROM reservations WHERE id = p_id) FOR UPDATE;
+	-- The row lock serialises settlements of one reservation and a
+	-- resolver's lease of it, so none writes back a stale state or lease.
+	SELECT * INTO r FROM reservations WHERE id = p_id FOR UPDATE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'No such reservation: %.', p_id USING ERRCODE = 'KB404';
 	END IF;
-	-- FOR UPDATE here too: a resolver's lease changes the row without the
-	-- key lock, and this must not write back a stale lease.
-	SELECT * INTO r FROM reservations WHERE id = p_id FOR UPDATE;
 	IF r.state IN ('settled', 'released') THEN
 		RAISE EXCEPTION 'Reservation % is already %.', r.id, r.state USING ERRCODE = 'KB409';
 	END IF;
