@@ -22,9 +22,9 @@ import (
 // idempotent replay, and for every key the settled spend equals the
 // simulator's ground truth exactly.
 //
-// The windows are made exact without hooks in keybrake: the test holds the
-// key's row lock (SELECT … FOR UPDATE) so that A blocks inside Reserve or
-// Settle, and simulator faults hold A's request upstream. After the SIGKILL
+// The windows are made exact without hooks in keybrake: the test holds a
+// row lock (SELECT … FOR UPDATE), the key's so that A blocks inside Reserve,
+// the reservation's so that A blocks inside Settle, and simulator faults hold A's request upstream. After the SIGKILL
 // the test terminates A's orphaned backends, as the server itself would once
 // it noticed the dead client, so that a statement A had sent but the server
 // had not run yet never runs.
@@ -78,11 +78,10 @@ func TestSIGKILL(t *testing.T) {
 		}
 	}()
 
-	// lockKey takes keyID's row lock in a transaction of the test's own;
-	// the returned func releases it.
-	// It uses a connection of its own: in a transaction pg_stat_activity
-	// would show one frozen snapshot.
-	lockKey := func(t testing.TB) func() {
+	// lockRow takes a row lock in a transaction of the test's own, on a
+	// connection of its own (in a transaction pg_stat_activity would show
+	// one frozen snapshot); the returned func releases it.
+	lockRow := func(t testing.TB, sql string, args ...any) func() {
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +90,8 @@ func TestSIGKILL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM keys WHERE id = $1 FOR UPDATE`, keyID); err != nil {
+		var n int
+		if err := tx.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return func() {
@@ -101,7 +101,7 @@ func TestSIGKILL(t *testing.T) {
 	}
 	// waitBlocked waits until the replica's connection waits for a lock.
 	waitBlocked := func(t testing.TB, app string) {
-		Eventually(t, app+" blocked on the key lock", func() bool {
+		Eventually(t, app+" blocked on a row lock", func() bool {
 			var n int
 			if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n); err != nil {
 				t.Fatal(err)
@@ -164,8 +164,9 @@ func TestSIGKILL(t *testing.T) {
 	}
 
 	t.Run("BeforeReserving", func(t *testing.T) {
-		// A blocks inside Reserve, before anything is recorded.
-		unlock := lockKey(t)
+		// A blocks inside Reserve, on the key row, before anything is
+		// recorded.
+		unlock := lockRow(t, `SELECT 1 FROM keys WHERE id = $1 FOR UPDATE`, keyID)
 		errc := charge(a, 300, "kill_before_reserve")
 		waitBlocked(t, a.Name)
 		kill(t, a)
@@ -204,13 +205,13 @@ func TestSIGKILL(t *testing.T) {
 	a = serve("replica_a3")
 	t.Run("AfterUpstreamBeforeSettling", func(t *testing.T) {
 		// The charge succeeds upstream and A, with the answer in hand, waits
-		// for the key lock to settle; then A, and B with it (at whatever
+		// for the reservation's row lock to settle; then A, and B with it (at whatever
 		// point of its own traffic), are killed. Nobody is left: the
 		// replica started afterwards settles it.
 		id := sim.AddFault(t, stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultLatency, Latency: 1500 * time.Millisecond, Count: 1})
 		errc := charge(a, 700, "kill_after_upstream")
 		sim.WaitFired(t, id, 1)
-		unlock := lockKey(t)
+		unlock := lockRow(t, `SELECT 1 FROM reservations WHERE key_id = $1 AND idempotency_key = $2 FOR UPDATE`, keyID, "kill_after_upstream")
 		Eventually(t, "the charge upstream", func() bool { return charged(t, "kill_after_upstream") == 1 })
 		waitBlocked(t, a.Name)
 		bKilled.Store(true)
