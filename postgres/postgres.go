@@ -6,12 +6,13 @@
 // A reservation must check every cap of a key and record itself in one atomic
 // step, and that must hold across replicas. The store does it without a
 // global lock: Reserve takes the key's row lock (SELECT … FROM keys WHERE
-// id = $1 FOR UPDATE) first, so reservations of the same key are serialised
-// and reservations of different keys never wait on each other. Everything
-// that changes what counts against a key's caps (Reserve, Settle) takes that
-// same row lock first, and so does every policy change (UpdateKey, RevokeKey
-// write the row), so the check reads the key's current policy and exact
-// counters, and nothing can change them before the transaction commits.
+// id = $1 FOR NO KEY UPDATE) first, so reservations of the same key are
+// serialised and reservations of different keys never wait on each other.
+// Policy changes (UpdateKey, RevokeKey write the row) take the same lock, so
+// the check reads the key's current policy. Settle locks only the
+// reservation's row and changes the counters by deltas: a settlement racing a
+// check can only make it stricter (see docs/architecture.md, "PostgreSQL and
+// replicas").
 //
 // Reserve and Settle each run as one statement calling a PL/pgSQL function
 // (migrations/0002_one_round_trip.sql) that does lock, check and write in
