@@ -108,7 +108,7 @@ func driveJetStream(ctx context.Context, r *run, spec jsSpec) error {
 		if err != nil {
 			return err
 		}
-		d.start(workers, cons, 4)
+		d.start(workers, cons, 16)
 		if err := r.waitFor(ctx, "every event to be settled", r.allSettled); err != nil {
 			return err
 		}

@@ -101,7 +101,7 @@ var Modes = []*Mode{
 		Name: "js-ackwait", Transport: "jetstream", Expect: "duplicates", noKey: true,
 		Failure:   "AckWait expires during a slow Stripe call: another worker fetches the redelivery",
 		UnsafeKey: "none (the seed sends no Idempotency-Key)",
-		Injection: fmt.Sprintf("the Stripe call takes %s, AckWait is %s, 4 pull workers on one durable", slowCall, jsAckWait),
+		Injection: fmt.Sprintf("the Stripe call takes %s, AckWait is %s, 16 pull workers on one durable", slowCall, jsAckWait),
 		fault:     func(*rand.Rand) fault { return fault{slow: 1, slowFor: slowCall} },
 		drive:     func(ctx context.Context, r *run) error { return driveJetStream(ctx, r, jsAckWaitSpec) },
 	},

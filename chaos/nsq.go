@@ -115,7 +115,9 @@ type nsqRun struct {
 	holding bool
 }
 
-const nsqConcurrency = 4
+// nsqConcurrency is the handlers of a consumer (and its max-in-flight):
+// enough that slow deliveries do not hold the others up.
+const nsqConcurrency = 16
 
 // driveNSQ publishes every event (twice for the selected events of
 // producer-twice) to a fresh topic and consumes it with the seed's consumer:

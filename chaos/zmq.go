@@ -16,8 +16,8 @@ import (
 )
 
 const (
-	zmqClients     = 8  // REQ or DEALER clients sending at once
-	zmqConcurrency = 8  // messages a worker handles at once
+	zmqClients     = 32 // REQ or DEALER clients sending at once
+	zmqConcurrency = 16 // messages a worker handles at once
 	zmqWindow      = 16 // PUSH messages the producer has unacknowledged at once
 )
 
