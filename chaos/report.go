@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -82,26 +81,32 @@ func (rep *Report) Failures() []string {
 	return out
 }
 
-// WriteText writes the table: one line per mode and strategy.
+// WriteText writes the table: one line per mode and strategy, a blank
+// line between modes.
 func (rep *Report) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tstrategy\tevents\tdeliveries\tcharges\tduplicates\tlost\tover-cap refused\tUSD overcharged\t\n")
+	mw := len("mode")
+	for _, r := range rep.Rows {
+		mw = max(mw, len(r.Mode))
+	}
+	var b strings.Builder
+	line := func(mode, st, events, deliveries, charges, dups, lost, refused, usd string) {
+		fmt.Fprintf(&b, "%-*s  %-11s  %6s  %10s  %7s  %10s  %5s  %16s  %15s\n", mw, mode, st, events, deliveries, charges, dups, lost, refused, usd)
+	}
+	line("mode", "strategy", "events", "deliveries", "charges", "duplicates", "lost", "over-cap refused", "USD overcharged")
 	last := ""
 	for _, r := range rep.Rows {
 		mode := r.Mode
 		if mode == last {
 			mode = ""
 		} else if last != "" {
-			fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\t\n")
+			b.WriteString("\n")
 		}
 		last = r.Mode
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", mode, r.Strategy, r.Events, r.Deliveries, r.Charges,
-			r.Duplicates, r.Lost, r.OverCapRefused, r.OverchargedUSD())
+		line(mode, string(r.Strategy), fmt.Sprint(r.Events), fmt.Sprint(r.Deliveries), fmt.Sprint(r.Charges), fmt.Sprint(r.Duplicates),
+			fmt.Sprint(r.Lost), fmt.Sprint(r.OverCapRefused), r.OverchargedUSD())
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "\nseed %d, %d events per row, %.0f%% of them faulted; %.0fs\n", rep.Seed, rep.Events, rep.Fraction*100, rep.Seconds)
+	fmt.Fprintf(&b, "\nseed %d, %d events per row, %.0f%% of them faulted; %.0fs\n", rep.Seed, rep.Events, rep.Fraction*100, rep.Seconds)
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
