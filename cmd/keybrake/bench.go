@@ -34,6 +34,8 @@ type benchConfig struct {
 	Duration    time.Duration
 	Concurrency []int
 	JSON        bool
+	Ops         map[string]bool
+	CapCheck    int
 }
 
 func runBench(ctx context.Context, args []string, env Env) error {
@@ -51,6 +53,8 @@ not absolute values, and run it twice.`, env)
 	fs.DurationVar(&c.Duration, "duration", 3*time.Second, "duration of each throughput measurement")
 	fs.StringVar(&conc, "concurrency", "1,64", "comma-separated client counts for the throughput measurements")
 	fs.BoolVar(&c.JSON, "json", false, "print the results as JSON")
+	ops := fs.String("ops", "get,charge", "what to measure: get (a passthrough read), charge (a capped charge), or both")
+	fs.IntVar(&c.CapCheck, "cap-check", 500, "after measuring, 64 clients race for a key capped at this many dollars ($1.00 charges): exactly that many must pass; 0 skips")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -61,6 +65,13 @@ not absolute values, and run it twice.`, env)
 			return fmt.Errorf("invalid --concurrency %q: want numbers from 1 to 1024", conc)
 		}
 		c.Concurrency = append(c.Concurrency, n)
+	}
+	c.Ops = map[string]bool{}
+	for _, o := range strings.Split(*ops, ",") {
+		if o = strings.TrimSpace(o); o != "get" && o != "charge" {
+			return fmt.Errorf("invalid --ops %q: want get, charge or get,charge", *ops)
+		}
+		c.Ops[o] = true
 	}
 	if c.Replicas < 1 || (c.Replicas > 1 && !strings.HasPrefix(c.DB, "postgres")) {
 		return fmt.Errorf("invalid --replicas %d: several replicas need a postgres:// --db", c.Replicas)
@@ -99,16 +110,17 @@ not absolute values, and run it twice.`, env)
 
 // bench holds a simulator, the proxies in front of it, and a vault key.
 type bench struct {
-	cfg      benchConfig
-	sim      *http.Server
-	simURL   string
-	stores   []keybrake.Store
-	proxies  []*khttp.Server
-	vaultKey string
-	keyID    string
-	client   *http.Client
-	dir      string
-	customer string
+	cfg        benchConfig
+	sim        *http.Server
+	simHandler *stripesim.Server
+	simURL     string
+	stores     []keybrake.Store
+	proxies    []*khttp.Server
+	vaultKey   string
+	keyID      string
+	client     *http.Client
+	dir        string
+	customer   string
 }
 
 func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
@@ -121,7 +133,7 @@ func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.sim = &http.Server{Handler: sim}
+	b.sim, b.simHandler = &http.Server{Handler: sim}, sim
 	go b.sim.Serve(ln)
 	b.simURL = "http://" + ln.Addr().String()
 	b.client = &http.Client{Transport: &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}, Timeout: 30 * time.Second}
@@ -301,6 +313,7 @@ type BenchResult struct {
 	Latency    []LatencyRow       `json:"latency"`
 	Throughput []ThroughputRow    `json:"throughput"`
 	Spend      string             `json:"settled_usd"`
+	CapCheck   *CapCheckResult    `json:"cap_check,omitempty"`
 	Expected   string             `json:"expected_usd"`
 	Upstream   map[string]float64 `json:"-"`
 }
@@ -351,7 +364,11 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, erro
 	for _, m := range []struct {
 		name string
 		o    op
-	}{{"GET passthrough (customers.retrieve)", b.getOp()}, {"capped charge (charges.create)", chargeOp}} {
+		kind string
+	}{{"GET passthrough (customers.retrieve)", b.getOp(), "get"}, {"capped charge (charges.create)", chargeOp, "charge"}} {
+		if !b.cfg.Ops[m.kind] {
+			continue
+		}
 		fmt.Fprintf(progress, "bench: latency of %s, %d requests each way…\n", m.name, b.cfg.Requests)
 		dd, err := b.latency(direct, m.o, b.cfg.Requests)
 		if err != nil {
@@ -372,7 +389,11 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, erro
 	for _, m := range []struct {
 		name string
 		o    op
-	}{{"GET passthrough", b.getOp()}, {"capped charge", chargeOp}} {
+		kind string
+	}{{"GET passthrough", b.getOp(), "get"}, {"capped charge", chargeOp, "charge"}} {
+		if !b.cfg.Ops[m.kind] {
+			continue
+		}
 		for _, n := range b.cfg.Concurrency {
 			fmt.Fprintf(progress, "bench: throughput of %s at %d clients, %s each way…\n", m.name, n, b.cfg.Duration)
 			dr, err := b.throughput(direct, m.o, n, b.cfg.Duration)
@@ -402,7 +423,91 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, erro
 		return nil, err
 	}
 	res.Spend = sp.Total.String()
+	if b.cfg.CapCheck > 0 {
+		fmt.Fprintf(progress, "bench: cap check: 64 clients race for a key capped at $%d…\n", b.cfg.CapCheck)
+		cc, err := b.capCheck(ctx, bases, b.cfg.CapCheck)
+		if err != nil {
+			return nil, err
+		}
+		res.CapCheck = cc
+	}
 	return res, nil
+}
+
+// CapCheckResult is the outcome of racing 64 clients for a capped key.
+type CapCheckResult struct {
+	CapUSD     int    `json:"cap_usd"`
+	Succeeded  int    `json:"succeeded"`
+	Refused    int    `json:"refused_429"`
+	Other      int    `json:"other"`
+	SettledUSD string `json:"settled_usd"`
+	Upstream   int    `json:"upstream_charges"`
+	Overspend  bool   `json:"overspend"`
+}
+
+// capCheck races 64 clients of $1.00 charges against a key with a total cap
+// of capUSD, round-robin across the replicas, until every client has been
+// refused: exactly capUSD charges must pass, and the settled spend and the
+// simulator's new charges must both equal the cap.
+func (b *bench) capCheck(ctx context.Context, bases []string, capUSD int) (*CapCheckResult, error) {
+	body := fmt.Sprintf(`{"label":"bench-cap-check","total_usd_cap":%d}`, capUSD)
+	req, _ := http.NewRequest("POST", b.proxies[0].URL()+"/vault/keys", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer kbadm_bench")
+	var key struct {
+		ID       string `json:"id"`
+		VaultKey string `json:"vault_key"`
+	}
+	if err := b.doJSON(req, &key); err != nil {
+		return nil, err
+	}
+	before := b.simCharges()
+	var ok, refused, other atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < 64; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < 10*capUSD; i++ {
+				resp, err := b.client.Do(chargeOp(bases[(c+i)%len(bases)], key.VaultKey, 0))
+				if err != nil {
+					other.Add(1)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case 200:
+					ok.Add(1)
+				case 429:
+					refused.Add(1)
+					return
+				default:
+					other.Add(1)
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	k, err := b.stores[0].FindKeyByID(ctx, key.ID)
+	if err != nil {
+		return nil, err
+	}
+	loc, _ := k.Location()
+	day, month := keybrake.Buckets(time.Now(), loc)
+	sp, err := b.stores[0].Spend(ctx, key.ID, day, month)
+	if err != nil {
+		return nil, err
+	}
+	r := &CapCheckResult{CapUSD: capUSD, Succeeded: int(ok.Load()), Refused: int(refused.Load()), Other: int(other.Load()),
+		SettledUSD: sp.Total.String(), Upstream: b.simCharges() - before}
+	r.Overspend = sp.Total > keybrake.Micros(capUSD)*keybrake.MicrosPerUSD || r.Upstream > capUSD || r.Succeeded > capUSD
+	return r, nil
+}
+
+// simCharges counts the simulator's charges.
+func (b *bench) simCharges() int {
+	return len(b.simHandler.GroundTruth().Charges)
 }
 
 func (r *BenchResult) print(w io.Writer) {
@@ -421,6 +526,14 @@ func (r *BenchResult) print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nsettled spend on the bench key: $%s ($1.00 per proxied charge)\n", r.Spend)
+	if c := r.CapCheck; c != nil {
+		verdict := "no overspend"
+		if c.Overspend || c.Succeeded != c.CapUSD {
+			verdict = "OVERSPEND OR SHORTFALL"
+		}
+		fmt.Fprintf(w, "cap check: 64 clients, $1.00 charges, total cap $%d: %d succeeded, %d refused (429), %d other; settled $%s; %d new charges upstream: %s\n",
+			c.CapUSD, c.Succeeded, c.Refused, c.Other, c.SettledUSD, c.Upstream, verdict)
+	}
 }
 
 var _ = bytes.NewReader
