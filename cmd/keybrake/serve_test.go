@@ -86,7 +86,9 @@ func TestServe_NewcomerPath(t *testing.T) {
 	if status != 201 {
 		t.Fatalf("create: %d %s", status, body)
 	}
-	var key struct{ ID, VaultKey string `json:"-"` }
+	var key struct {
+		ID, VaultKey string `json:"-"`
+	}
 	var raw map[string]any
 	json.Unmarshal(body, &raw)
 	key.ID, key.VaultKey = raw["id"].(string), raw["vault_key"].(string)
