@@ -135,7 +135,9 @@ func TestProxy_PricedByLookup(t *testing.T) {
 // metrics or the logs, whatever happens.
 func TestProxy_SecretNeverLeaks(t *testing.T) {
 	var logs bytes.Buffer
-	e := MustOpen(t, func(s *khttp.Server) { s.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})) })
+	e := MustOpen(t, func(s *khttp.Server) {
+		s.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	id, secret := e.CreateKey(t, `{"daily_usd_cap":10}`)
 	h := map[string]string{"Authorization": "Bearer " + secret}
 	var all []byte
