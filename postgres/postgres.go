@@ -69,9 +69,9 @@ const defaultMaxConns = 32
 // Store is keybrake.Store on PostgreSQL. It is safe for concurrent use, and
 // several Stores (replicas) may share one database.
 type Store struct {
-	pool  *pgxpool.Pool
-	locs  sync.Map // key ID → *time.Location; a key's timezone never changes
-	turns sync.Map // key ID → chan struct{}: this process's queue to reserve on the key
+	pool   *pgxpool.Pool
+	locs   sync.Map // key ID → *time.Location; a key's timezone never changes
+	queues sync.Map // key ID → *keyQueue: this process's reservations of the key, run in batches
 
 	// Now fills in creation times the caller left zero (CreateKey,
 	// AddEvent). It defaults to time.Now.
@@ -228,6 +228,31 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // run it twice.
 func (s *Store) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return &retryRow{s: s, ctx: ctx, sql: sql, args: args}
+}
+
+// query runs sql and hands its rows to scan, retrying once on a fresh
+// connection exactly as queryRow does: only when the statement could not
+// even be sent, so it cannot run twice.
+func (s *Store) query(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) error {
+	err := s.queryOnce(ctx, scan, sql, args...)
+	if err != nil && pgconn.SafeToRetry(err) && ctx.Err() == nil {
+		s.pool.Reset()
+		err = s.queryOnce(ctx, scan, sql, args...)
+	}
+	return err
+}
+
+func (s *Store) queryOnce(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) error {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := scan(rows); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 type retryRow struct {

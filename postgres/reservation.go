@@ -51,10 +51,12 @@ func (s *Store) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrak
 	return res, nil
 }
 
-// reserve runs keybrake_reserve (migrations/0002_one_round_trip.sql): the key
-// row lock, the replay lookup, the cap check and the insert with its
-// counters, in one statement and one implicit transaction. The lock is held
-// only while the server runs it, never across a round trip to this process.
+// reserve decides a reservation in its key's next batch (reserve_batch.go):
+// keybrake_reserve_batch, or keybrake_reserve for a batch of one, takes the
+// key row lock, looks up the replay, checks the caps and inserts the
+// reservation with its counters, in one statement and one implicit
+// transaction. The lock is held only while the server runs it and commits,
+// never across a round trip to this process.
 func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
 	loc, err := s.location(ctx, in.KeyID)
 	if err != nil {
@@ -71,40 +73,21 @@ func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.
 	r.LeaseOwner, r.LeaseUntil, r.Attempts = "", time.Time{}, 0
 	r.ObjectID, r.UpstreamStatus = "", 0
 
-	// One reservation per key at a time from this process: the row lock
-	// alone is what makes it correct, but queueing here, where a hand-over
-	// costs a channel send, instead of in the server's lock manager, where
-	// it costs a backend wake-up, keeps a hot key fast with many clients.
-	release, err := s.acquireKey(ctx, r.KeyID)
+	out, err := s.reserveQueued(&reserveOp{ctx: ctx, r: r, done: make(chan struct{})})
 	if err != nil {
 		return keybrake.ReserveResult{}, err
 	}
-	defer release()
-
-	var status string
-	var window, replayID *string
-	var limit, spent *int64
-	err = s.queryRow(ctx, `SELECT status, win, cap, spent, replay_id FROM keybrake_reserve(
-		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		r.ID, r.KeyID, r.IdempotencyKey, r.Fingerprint, r.Operation,
-		r.Amount, r.Currency, int64(r.Micros), r.Day, r.Month,
-		r.Request.Method, r.Request.Path, []byte(r.Request.Body), r.Request.StripeAccount, r.Request.StripeVersion,
-		r.CreatedAt).Scan(&status, &window, &limit, &spent, &replayID)
-	switch {
-	case pgCode(err) == codeUnusable:
+	switch out.status {
+	case "unusable":
 		return keybrake.ReserveResult{}, s.unusable(ctx, in.KeyID, now)
-	case err != nil:
-		return keybrake.ReserveResult{}, err
-	}
-	switch status {
 	case "replay":
-		prev, err := scanReservation(s.pool.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1`, *replayID))
+		prev, err := scanReservation(s.pool.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1`, *out.replayID))
 		if err != nil {
 			return keybrake.ReserveResult{}, err
 		}
 		return keybrake.ReserveResult{Reservation: prev, Replay: true}, nil
 	case "over":
-		oc := &keybrake.OverCap{Window: *window, Cap: keybrake.Micros(*limit), Spent: keybrake.Micros(*spent), Requested: in.Micros}
+		oc := &keybrake.OverCap{Window: *out.window, Cap: keybrake.Micros(*out.limit), Spent: keybrake.Micros(*out.spent), Requested: in.Micros}
 		switch oc.Window {
 		case keybrake.WindowDaily:
 			t := keybrake.DayReset(now, loc)
@@ -118,20 +101,7 @@ func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.
 		*in = r
 		return keybrake.ReserveResult{Reservation: in}, nil
 	}
-	return keybrake.ReserveResult{}, fmt.Errorf("keybrake_reserve: unexpected status %q", status)
-}
-
-// acquireKey waits for this process's turn to reserve on keyID, or for ctx
-// to end, and returns the function that passes the turn on.
-func (s *Store) acquireKey(ctx context.Context, keyID string) (func(), error) {
-	v, _ := s.turns.LoadOrStore(keyID, make(chan struct{}, 1))
-	turn := v.(chan struct{})
-	select {
-	case turn <- struct{}{}:
-		return func() { <-turn }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return keybrake.ReserveResult{}, fmt.Errorf("keybrake_reserve: unexpected status %q", out.status)
 }
 
 // location returns the key's calendar zone, read once per key and kept: a

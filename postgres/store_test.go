@@ -335,3 +335,57 @@ func BenchmarkReserveSettle(b *testing.B) {
 		})
 	}
 }
+
+// TestReplicasReplays races 200 reservations on two replicas for 20
+// Idempotency-Keys, so that replays land in the same batch as the
+// reservation they replay as well as in later ones: each key must be counted
+// once, and every replay must return that reservation.
+func TestReplicasReplays(t *testing.T) {
+	dsn := MustDatabase(t, MustServerDSN(t))
+	replicas := []*postgres.Store{MustOpen(t, dsn), MustOpen(t, dsn)}
+	storetest.MustCreateCappedKey(t, replicas[0], "key_hot", "UTC", keybrake.Caps{Total: storetest.Ptr(storetest.USD(1000))})
+
+	const n, keys = 200, 20
+	var mu sync.Mutex
+	first := map[string]string{}     // Idempotency-Key → ID of the reservation counted
+	replays := map[string][]string{} // Idempotency-Key → IDs the replays returned
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idem := fmt.Sprintf("idem_%d", i%keys)
+			r := storetest.NewReservation("key_hot", idem, storetest.USD(1))
+			res, err := replicas[i%2].Reserve(context.Background(), keybrake.ReserveArgs{Reservation: r, Now: storetest.T0})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("Reserve %s: %v", idem, err)
+			case res.OverCap != nil:
+				t.Errorf("Reserve %s: over cap %+v", idem, res.OverCap)
+			case res.Replay:
+				replays[idem] = append(replays[idem], res.Reservation.ID)
+			default:
+				if prev, dup := first[idem]; dup {
+					t.Errorf("%s counted twice: %s and %s", idem, prev, res.Reservation.ID)
+				}
+				first[idem] = res.Reservation.ID
+			}
+		}()
+	}
+	wg.Wait()
+	if len(first) != keys {
+		t.Fatalf("counted %d Idempotency-Keys, want %d", len(first), keys)
+	}
+	for idem, ids := range replays {
+		for _, id := range ids {
+			if id != first[idem] {
+				t.Errorf("replay of %s returned %s, want %s", idem, id, first[idem])
+			}
+		}
+	}
+	if sp := storetest.MustSpend(t, replicas[1], "key_hot", storetest.T0, time.UTC); sp.Total != storetest.USD(keys) {
+		t.Fatalf("total = %s, want %s", sp.Total, storetest.USD(keys))
+	}
+}

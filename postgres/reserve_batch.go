@@ -1,0 +1,228 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/keybrake/keybrake"
+)
+
+// maxReserveBatch bounds the reservations of one key decided in one
+// statement and committed together.
+const maxReserveBatch = 64
+
+// reserveOp is one reservation waiting for, or decided by, a batch of its
+// key: r is complete (ID, buckets and times set) and out is the decision.
+type reserveOp struct {
+	ctx  context.Context
+	r    keybrake.Reservation
+	out  reserveOutcome
+	err  error
+	done chan struct{}
+}
+
+// reserveOutcome is what keybrake_reserve or keybrake_reserve_batch decided
+// for one reservation: status 'ok', 'replay' (replayID), 'over' (window,
+// limit, spent) or 'unusable'.
+type reserveOutcome struct {
+	status       string
+	window       *string
+	limit, spent *int64
+	replayID     *string
+}
+
+// keyQueue is this process's queue of reservations of one key (group
+// commit). While a batch of the key is running, reservations that arrive
+// wait here; when it ends, all of them (up to maxReserveBatch) run as the
+// next batch, in one statement, under one acquisition of the key row lock and
+// one commit. On a hot key the lock is then held once per batch instead of
+// once per reservation, and a lone reservation still runs at once, alone.
+type keyQueue struct {
+	mu      sync.Mutex
+	pending []*reserveOp
+	running bool
+}
+
+// reserveQueued queues op on its key and waits for its decision. A caller
+// whose ctx ends while op is still queued gets ctx's error and op is never
+// run; once op is in a running batch its caller waits for the batch's
+// outcome, which may have recorded it, so that no decision is abandoned
+// half-known.
+func (s *Store) reserveQueued(op *reserveOp) (reserveOutcome, error) {
+	v, _ := s.queues.LoadOrStore(op.r.KeyID, &keyQueue{})
+	q := v.(*keyQueue)
+	q.mu.Lock()
+	q.pending = append(q.pending, op)
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go s.drain(q)
+	}
+	select {
+	case <-op.done:
+	case <-op.ctx.Done():
+		q.mu.Lock()
+		if i := slices.Index(q.pending, op); i >= 0 {
+			q.pending = slices.Delete(q.pending, i, i+1)
+			q.mu.Unlock()
+			return reserveOutcome{}, op.ctx.Err()
+		}
+		q.mu.Unlock()
+		<-op.done
+	}
+	return op.out, op.err
+}
+
+// drain runs the key's queued reservations, batch after batch, until none
+// is left. One drain runs per key and process at a time: the batches of a
+// key never compete for its row lock within one process.
+func (s *Store) drain(q *keyQueue) {
+	for {
+		q.mu.Lock()
+		n := sameBuckets(q.pending, maxReserveBatch)
+		if n == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(q.pending[:n])
+		q.pending = slices.Delete(q.pending, 0, n)
+		q.mu.Unlock()
+		s.runReserveBatch(batch)
+	}
+}
+
+// sameBuckets returns how many of the first (at most max) ops count in the
+// same day and month buckets as the first: a batch shares its buckets.
+func sameBuckets(ops []*reserveOp, max int) int {
+	n := min(len(ops), max)
+	for i := 1; i < n; i++ {
+		if ops[i].r.Day != ops[0].r.Day || ops[i].r.Month != ops[0].r.Month {
+			return i
+		}
+	}
+	return n
+}
+
+// runReserveBatch decides the ops (all of one key) and answers every one.
+// None is answered before the statement that decides it has committed; if
+// it fails, every op gets its error.
+func (s *Store) runReserveBatch(ops []*reserveOp) {
+	defer func() {
+		for _, op := range ops {
+			close(op.done)
+		}
+	}()
+	ctx, cancel := batchContext(ops)
+	defer cancel()
+	if len(ops) == 1 {
+		ops[0].out, ops[0].err = s.reserveOne(ctx, &ops[0].r)
+		return
+	}
+	outs, err := s.reserveBatch(ctx, ops)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && !isConnLost(err) {
+		// The whole batch rolled back on an error of one of its
+		// reservations (or of the key): decide each alone, so each gets
+		// the very outcome or error it would have got without batching.
+		for _, op := range ops {
+			op.out, op.err = s.reserveOne(ctx, &op.r)
+		}
+		return
+	}
+	for i, op := range ops {
+		if err != nil {
+			op.err = err
+			continue
+		}
+		op.out = outs[i]
+	}
+}
+
+// batchContext returns the context a batch runs under: none of its callers'
+// cancellations (the batch decides for all of them), but the latest of their
+// deadlines if they all have one, so a batch against an unreachable server
+// fails when the last of its callers would have given up.
+func batchContext(ops []*reserveOp) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, op := range ops {
+		d, ok := op.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.WithoutCancel(op.ctx))
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(ops[0].ctx), latest)
+}
+
+// reserveOne decides one reservation with keybrake_reserve.
+func (s *Store) reserveOne(ctx context.Context, r *keybrake.Reservation) (reserveOutcome, error) {
+	var out reserveOutcome
+	err := s.queryRow(ctx, `SELECT status, win, cap, spent, replay_id FROM keybrake_reserve(
+		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		r.ID, r.KeyID, r.IdempotencyKey, r.Fingerprint, r.Operation,
+		r.Amount, r.Currency, int64(r.Micros), r.Day, r.Month,
+		r.Request.Method, r.Request.Path, []byte(r.Request.Body), r.Request.StripeAccount, r.Request.StripeVersion,
+		r.CreatedAt).Scan(&out.status, &out.window, &out.limit, &out.spent, &out.replayID)
+	if pgCode(err) == codeUnusable {
+		return reserveOutcome{status: "unusable"}, nil
+	}
+	return out, err
+}
+
+// reserveBatch decides ops, all of one key, in order, with one
+// keybrake_reserve_batch statement, and returns their outcomes in order.
+func (s *Store) reserveBatch(ctx context.Context, ops []*reserveOp) ([]reserveOutcome, error) {
+	n := len(ops)
+	var (
+		ids, idemKeys, fingerprints, operations = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		currencies                              = make([]string, n)
+		methods, paths, accounts, versions      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		amounts, micros                         = make([]int64, n), make([]int64, n)
+		bodies                                  = make([][]byte, n)
+		nows                                    = make([]time.Time, n)
+	)
+	for i, op := range ops {
+		r := &op.r
+		ids[i], idemKeys[i], fingerprints[i], operations[i] = r.ID, r.IdempotencyKey, r.Fingerprint, r.Operation
+		amounts[i], currencies[i], micros[i] = r.Amount, r.Currency, int64(r.Micros)
+		methods[i], paths[i], bodies[i] = r.Request.Method, r.Request.Path, []byte(r.Request.Body)
+		accounts[i], versions[i], nows[i] = r.Request.StripeAccount, r.Request.StripeVersion, r.CreatedAt
+	}
+	outs := make([]reserveOutcome, n)
+	err := s.query(ctx, func(rows pgx.Rows) error {
+		got := 0
+		for rows.Next() {
+			var ord int32
+			var out reserveOutcome
+			if err := rows.Scan(&ord, &out.status, &out.window, &out.limit, &out.spent, &out.replayID); err != nil {
+				return err
+			}
+			if ord < 1 || int(ord) > n {
+				return errors.New("keybrake_reserve_batch: element out of range")
+			}
+			outs[ord-1] = out
+			got++
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if got != n {
+			return errors.New("keybrake_reserve_batch: missing elements")
+		}
+		return nil
+	}, `SELECT ord, status, win, cap, spent, replay_id FROM keybrake_reserve_batch(
+		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		ops[0].r.KeyID, ops[0].r.Day, ops[0].r.Month, ids, idemKeys, fingerprints, operations,
+		amounts, currencies, micros,
+		methods, paths, bodies, accounts, versions, nows)
+	return outs, err
+}
