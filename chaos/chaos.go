@@ -17,13 +17,19 @@ import (
 // protection a worker has.
 type Strategy string
 
-// The four strategies of every mode, from none of the seeds' layers to all
-// three.
+// The five strategies of every mode: none of the seeds' layers, the cap
+// alone, then the layers added one by one up to all three.
 const (
 	// Unsafe builds the Idempotency-Key as the seed's anti-pattern does
 	// (from delivery metadata, or no key at all), has no ledger, and calls
 	// the simulator with the Stripe secret.
 	Unsafe Strategy = "unsafe"
+	// UnsafeCapped is the seed's unsafe key with no ledger, through
+	// keybrake with the capped vault key: what the cap alone does. It
+	// bounds the overcharge at the cap's 10 % margin, and once duplicates
+	// have spent it, later events are refused (lost, for a worker without a
+	// ledger to come back to them).
+	UnsafeCapped Strategy = "unsafe+cap"
 	// ContentKey sends billing.Key (business fields only) and nothing else:
 	// what Stripe's 24-hour idempotency alone gives.
 	ContentKey Strategy = "content-key"
@@ -37,7 +43,7 @@ const (
 )
 
 // Strategies lists every strategy in the order of the table.
-var Strategies = []Strategy{Unsafe, ContentKey, KeyLedger, Full}
+var Strategies = []Strategy{Unsafe, UnsafeCapped, ContentKey, KeyLedger, Full}
 
 // ParseStrategies parses a comma-separated list of strategy names, or
 // "all"; letters (a) to (d) are accepted too.
@@ -59,8 +65,10 @@ func ParseStrategies(s string) ([]Strategy, error) {
 			st = KeyLedger
 		case "d", string(Full), "full":
 			st = Full
+		case "e", string(UnsafeCapped), "cap":
+			st = UnsafeCapped
 		default:
-			return nil, fmt.Errorf("unknown strategy %q (want unsafe, content-key, key+ledger, keybrake, or all)", f)
+			return nil, fmt.Errorf("unknown strategy %q (want unsafe, unsafe+cap, content-key, key+ledger, keybrake, or all)", f)
 		}
 		if !slices.Contains(out, st) {
 			out = append(out, st)
@@ -77,7 +85,7 @@ type Options struct {
 	Events int
 	// Modes are the names of the modes to run; nil means all.
 	Modes []string
-	// Strategies to run; nil means all four.
+	// Strategies to run; nil means all five.
 	Strategies []Strategy
 	// Seed makes the events and the injected faults reproducible.
 	Seed uint64

@@ -10,7 +10,7 @@ import (
 	"github.com/keybrake/keybrake/chaos"
 )
 
-// TestModes runs every mode with a few events under the four strategies
+// TestModes runs every mode with a few events under the five strategies
 // and asserts the harness's two claims on every mode: the seed's unsafe
 // strategy shows the seed's failure (duplicates, or lost charges for
 // claim-crash), and full keybrake charges every event exactly once.
@@ -40,6 +40,12 @@ func TestModes(t *testing.T) {
 					}
 					if m.Expect == "duplicates" && (r.Duplicates == 0 || r.OverchargedCents == 0) {
 						t.Errorf("unsafe: no duplicate: %+v", r)
+					}
+				case chaos.UnsafeCapped:
+					// The cap alone bounds the damage: never more charged
+					// than its 110 % of what the events should charge.
+					if r.ChargedCents*100 > r.ExpectedCents*110 {
+						t.Errorf("unsafe+cap: charged %d cents, cap is 110%% of %d: %+v", r.ChargedCents, r.ExpectedCents, r)
 					}
 				case chaos.Full:
 					if r.Duplicates != 0 || r.Lost != 0 || r.OverchargedCents != 0 {

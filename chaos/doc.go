@@ -1,7 +1,7 @@
 // Package chaos is the failure-mode harness: it reproduces every failure
 // mode of the seeds (NSQ, NATS JetStream, ZeroMQ, and three that cut
 // across transports) with real brokers, the Stripe simulator and injected
-// crashes, and counts the duplicate and lost charges under four
+// crashes, and counts the duplicate and lost charges under five
 // strategies, side by side.
 //
 // # Strategies
@@ -16,6 +16,10 @@
 //     sends none); no ledger; the Stripe secret, straight to the simulator.
 //     In claim-crash the key is the content key behind the seed's
 //     "INSERT … ON CONFLICT DO NOTHING, skip if the row exists" pre-flight.
+//   - UnsafeCapped: the Unsafe worker, but through keybrake with the vault
+//     key capped at the expected total × 1.10: the cap alone. It bounds
+//     what is charged; once duplicates have spent the margin, later events
+//     are refused and, with no ledger to come back to them, lost.
 //   - ContentKey: billing.Key from business fields, nothing else. Stripe's
 //     idempotency absorbs redeliveries for 24 hours, and only for 24 hours.
 //   - KeyLedger: billing.Processor with a SQLite ledger, the Stripe secret.

@@ -33,11 +33,16 @@ type Row struct {
 	// neither charged nor lost.
 	Declined int `json:"declined"`
 	// OverCapRefused counts the charges keybrake refused with 429 over the
-	// vault key's cap (Full only).
+	// vault key's cap (UnsafeCapped and Full).
 	OverCapRefused int64 `json:"over_cap_refused"`
 	// OverchargedCents is the sum of the duplicate charges, in US cents.
-	OverchargedCents int64   `json:"overcharged_cents"`
-	Seconds          float64 `json:"seconds"`
+	OverchargedCents int64 `json:"overcharged_cents"`
+	// ExpectedCents is what the run's events should charge in all: the
+	// vault key's cap is 110 % of it.
+	ExpectedCents int64 `json:"expected_cents"`
+	// ChargedCents is what the run's charges took in all.
+	ChargedCents int64   `json:"charged_cents"`
+	Seconds      float64 `json:"seconds"`
 }
 
 // OverchargedUSD formats the overcharge as dollars: "1,234.56".
@@ -71,6 +76,10 @@ func (rep *Report) Failures() []string {
 			}
 			if expect[r.Mode] != "lost" && r.Duplicates == 0 {
 				out = append(out, fmt.Sprintf("%s: the unsafe strategy made no duplicate", r.Mode))
+			}
+		case UnsafeCapped:
+			if r.ChargedCents*100 > r.ExpectedCents*110 {
+				out = append(out, fmt.Sprintf("%s: $%s charged through a vault key capped at 110%% of $%s", r.Mode, usd(r.ChargedCents), usd(r.ExpectedCents)))
 			}
 		case Full:
 			if r.Duplicates != 0 || r.Lost != 0 {
@@ -119,7 +128,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 
 // strategyColors are the bar colours of the chart, from red (no layer) to
 // green (all three).
-var strategyColors = map[Strategy]string{Unsafe: "#d62728", ContentKey: "#ff7f0e", KeyLedger: "#bcbd22", Full: "#2ca02c"}
+var strategyColors = map[Strategy]string{Unsafe: "#d62728", UnsafeCapped: "#9467bd", ContentKey: "#ff7f0e", KeyLedger: "#bcbd22", Full: "#2ca02c"}
 
 // WriteSVG writes a self-contained bar chart: for every mode, one bar per
 // strategy, as tall as the duplicate and lost charges (lost hatched), on a

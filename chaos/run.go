@@ -181,6 +181,11 @@ func (r *run) setup() error {
 		next = &rawCharger{base: e.simSrv.URL, key: simSecret, client: r.h.client}
 	case ContentKey, KeyLedger:
 		next = &billing.StripeCharger{BaseURL: e.simSrv.URL, Key: simSecret, HTTPClient: r.h.client}
+	case UnsafeCapped:
+		if err := r.startProxy(); err != nil {
+			return err
+		}
+		next = &rawCharger{base: e.proxy.URL(), key: e.vaultKey, client: r.h.client}
 	case Full:
 		if err := r.startProxy(); err != nil {
 			return err
@@ -305,7 +310,7 @@ func (r *run) process(ctx context.Context, body []byte, tag string) (v verdict) 
 		return verdict{kind: ack, event: idx}
 	}
 	key := ev.Key(namespace)
-	if r.strategy == Unsafe {
+	if r.strategy == Unsafe || r.strategy == UnsafeCapped {
 		if r.mode.preflight {
 			// The seed's pre-flight: INSERT … ON CONFLICT DO NOTHING, and
 			// skip the event when the row was already there.
@@ -318,6 +323,12 @@ func (r *run) process(ctx context.Context, body []byte, tag string) (v verdict) 
 	}
 	_, err = r.charger.Charge(ctx, billing.ChargeRequest{Key: key, Amount: ev.Amount, Currency: ev.Currency, Source: ev.Source,
 		Description: ev.Description, Metadata: ev.Metadata})
+	var ce *billing.ChargeError
+	if errors.As(err, &ce) && ce.Code == "keybrake_spend_cap_exceeded" {
+		// The seed's worker has no ledger to come back to the event: the
+		// refusal is logged and the message acknowledged.
+		return verdict{kind: ack, event: idx}
+	}
 	if err != nil && billing.ClassOf(err) == billing.ClassTransient {
 		return verdict{kind: retry, delay: 50 * time.Millisecond, event: idx}
 	}
@@ -421,6 +432,11 @@ func (r *run) count() *Row {
 	per := make([]int, len(r.events))
 	row := &Row{Mode: r.mode.Name, Transport: r.mode.Transport, Strategy: r.strategy, Events: len(r.events),
 		Deliveries: r.deliveries.Load(), OverCapRefused: r.charger.overCap.Load()}
+	for _, ev := range r.events {
+		if !ev.declined {
+			row.ExpectedCents += ev.amount
+		}
+	}
 	for _, c := range r.env.sim.GroundTruth().Charges {
 		if c.Status != "succeeded" {
 			continue
@@ -431,6 +447,7 @@ func (r *run) count() *Row {
 		}
 		per[i]++
 		row.Charges++
+		row.ChargedCents += c.Amount
 	}
 	for i, ev := range r.events {
 		if ev.declined {

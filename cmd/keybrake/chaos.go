@@ -20,9 +20,10 @@ func init() {
 func runChaos(ctx context.Context, args []string, env Env) error {
 	fs := flagSet("chaos", `Reproduces every failure mode of the seeds with an embedded nsqd, an embedded
 nats-server with JetStream, ZeroMQ sockets on loopback, the Stripe simulator
-and injected crashes, under four strategies:
+and injected crashes, under five strategies:
 
   unsafe       the seed's key (delivery metadata, or none), no ledger, the Stripe secret
+  unsafe+cap   the seed's key, no ledger, a vault key capped at expected × 1.10 through keybrake
   content-key  billing.Key alone (Stripe's 24 h idempotency and nothing else)
   key+ledger   billing.Processor with the SQLite ledger, the Stripe secret
   keybrake     the Processor, the ledger and a vault key capped at expected × 1.10 through keybrake
@@ -30,8 +31,8 @@ and injected crashes, under four strategies:
 and prints, per mode and strategy, the charges, the duplicates, the lost
 charges, the over-cap attempts keybrake refused and the USD overcharged,
 counted from the simulator's ground truth. Exits non-zero if an unsafe row
-shows none of its seed's failure, or a keybrake row has a duplicate or a
-lost charge.
+shows none of its seed's failure, an unsafe+cap row charged more than its
+cap, or a keybrake row has a duplicate or a lost charge.
 
 Modes: `+strings.Join(chaos.ModeNames(), ", ")+`
 
@@ -39,7 +40,7 @@ Usage: keybrake chaos [flags]`, env)
 	var (
 		events     = fs.Int("events", envInt(env, "KEYBRAKE_CHAOS_EVENTS", chaos.DefaultEvents), "billing events per mode and strategy (KEYBRAKE_CHAOS_EVENTS)")
 		modes      = fs.String("modes", envDefault(env, "KEYBRAKE_CHAOS_MODES", "all"), "comma-separated modes or transports (nsq, jetstream, zmq), or all (KEYBRAKE_CHAOS_MODES)")
-		strategies = fs.String("strategies", envDefault(env, "KEYBRAKE_CHAOS_STRATEGIES", "all"), "comma-separated strategies (unsafe, content-key, key+ledger, keybrake), or all (KEYBRAKE_CHAOS_STRATEGIES)")
+		strategies = fs.String("strategies", envDefault(env, "KEYBRAKE_CHAOS_STRATEGIES", "all"), "comma-separated strategies (unsafe, unsafe+cap, content-key, key+ledger, keybrake), or all (KEYBRAKE_CHAOS_STRATEGIES)")
 		seed       = fs.Uint64("seed", envUint(env, "KEYBRAKE_CHAOS_SEED", 1), "seed of the events and of the faults (KEYBRAKE_CHAOS_SEED)")
 		fraction   = fs.Float64("fraction", envFloat(env, "KEYBRAKE_CHAOS_FRACTION", chaos.DefaultFraction), "share of events that get the mode's fault (KEYBRAKE_CHAOS_FRACTION)")
 		jsonFile   = fs.String("json", envDefault(env, "KEYBRAKE_CHAOS_JSON", ""), "also write the report as JSON to this file, - for stdout (KEYBRAKE_CHAOS_JSON)")

@@ -25,7 +25,7 @@ func TestChaos(t *testing.T) {
 	}
 	s := out.String()
 	for _, want := range []string{"duplicates", "over-cap refused", "USD overcharged", "claim-crash", "producer-twice",
-		"keybrake", " 8/8] producer-twice", "seed 5, 20 events per row"} {
+		"keybrake", "[10/10] producer-twice", "seed 5, 20 events per row"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
@@ -38,7 +38,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	b, err := os.ReadFile(jsonFile)
-	if err != nil || json.Unmarshal(b, &rep) != nil || rep.Seed != 5 || len(rep.Rows) != 8 {
+	if err != nil || json.Unmarshal(b, &rep) != nil || rep.Seed != 5 || len(rep.Rows) != 10 {
 		t.Fatalf("JSON report: %v %s", err, b)
 	}
 	for _, f := range []string{svgFile, htmlFile} {
