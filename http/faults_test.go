@@ -171,3 +171,38 @@ func indexOf(s, sub string) int {
 	}
 	return -1
 }
+
+// A reservation released after an answer Stripe does not save (a 500
+// before processing is uncertain, but a 400 or 429 is released) cannot be
+// replayed under the same Idempotency-Key: the retry would run anew at
+// Stripe, uncounted. A replayed decline (402, saved) is fine.
+func TestProxy_ReplayOfReleasedReservation(t *testing.T) {
+	e := MustOpen(t)
+	id, secret := e.CreateKey(t, `{"daily_usd_cap":100}`)
+	h := map[string]string{"Authorization": "Bearer " + secret, "Idempotency-Key": "retry-after-429"}
+	if _, err := e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultFailBefore, Status: 429, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	body := "amount=1000&currency=usd&source=tok_visa"
+	if resp, b := e.Do(t, "POST", "/stripe/v1/charges", body, h); resp.StatusCode != 429 {
+		t.Fatalf("first: %d %s", resp.StatusCode, b)
+	}
+	resp, b := e.Do(t, "POST", "/stripe/v1/charges", body, h)
+	if resp.StatusCode != http.StatusConflict || !contains(string(b), "new Idempotency-Key") {
+		t.Fatalf("replay of a released reservation: %d %s", resp.StatusCode, b)
+	}
+	if n, _ := e.SucceededCents("usd"); n != 0 {
+		t.Fatalf("%d uncounted charges upstream", n)
+	}
+	t.Run("OKDeclineReplayed", func(t *testing.T) {
+		h := map[string]string{"Authorization": "Bearer " + secret, "Idempotency-Key": "declined-once"}
+		for i := 0; i < 2; i++ {
+			if resp, b := e.Do(t, "POST", "/stripe/v1/charges", "amount=1000&currency=usd&source=tok_chargeDeclined", h); resp.StatusCode != 402 {
+				t.Fatalf("attempt %d: %d %s", i, resp.StatusCode, b)
+			}
+		}
+	})
+	if got := e.Spend(t, id).Day; got != 0 {
+		t.Fatalf("spend = %s", got)
+	}
+}

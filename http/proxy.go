@@ -280,6 +280,14 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 			p.deny(w, r, c, &keybrake.Error{Code: keybrake.EINVALID, Param: "Idempotency-Key", Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. keybrake refused this request without forwarding it."}, nil)
 			return false
 		}
+		if prev := res.Reservation; prev.State == keybrake.StateReleased && prev.UpstreamStatus != http.StatusPaymentRequired {
+			// Stripe saves the answer of a request that started executing
+			// (a decline, 402), not of one refused before (a 400, a 429
+			// rate limit): replayed, such a key runs anew and may charge,
+			// while its reservation was released. Fail closed.
+			p.deny(w, r, c, &keybrake.Error{Code: keybrake.ECONFLICT, Param: "Idempotency-Key", Message: fmt.Sprintf("Stripe answered %d to the first request with this Idempotency-Key without saving its answer, and keybrake released its reservation; a retry would run anew. Send it with a new Idempotency-Key.", prev.UpstreamStatus)}, nil)
+			return false
+		}
 		if now.Sub(res.Reservation.CreatedAt) > idempotencyWindow-time.Hour {
 			p.deny(w, r, c, &keybrake.Error{Code: keybrake.EINVALID, Param: "Idempotency-Key", Message: "This Idempotency-Key was first used more than 23 hours ago; Stripe forgets keys after 24 hours and would create a new object. Use a new key."}, nil)
 			return false
