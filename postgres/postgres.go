@@ -69,9 +69,10 @@ const defaultMaxConns = 32
 // Store is keybrake.Store on PostgreSQL. It is safe for concurrent use, and
 // several Stores (replicas) may share one database.
 type Store struct {
-	pool   *pgxpool.Pool
-	locs   sync.Map // key ID → *time.Location; a key's timezone never changes
-	queues sync.Map // key ID → *keyQueue: this process's reservations of the key, run in batches
+	pool    *pgxpool.Pool
+	locs    sync.Map    // key ID → *time.Location; a key's timezone never changes
+	queues  sync.Map    // key ID → *keyQueue: this process's reservations of the key, run in batches
+	settles settleQueue // this process's settlements, run in batches
 
 	// Now fills in creation times the caller left zero (CreateKey,
 	// AddEvent). It defaults to time.Now.

@@ -186,11 +186,11 @@ func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake
 	if args.SettledMicros < 0 {
 		return nil, keybrake.ErrorParam("settled_usd", "A settled amount cannot be negative (%s).", args.SettledMicros)
 	}
-	// keybrake_settle (migrations/0002_one_round_trip.sql) takes the key row
-	// lock, then the reservation's, checks, updates it and its counters: one
-	// statement, one round trip.
-	r, err := scanReservation(s.queryRow(ctx, `SELECT `+reservationColumns+` FROM keybrake_settle($1, $2, $3, $4, $5, $6, $7, $8)`,
-		args.ID, args.State, int64(args.SettledMicros), args.Amount, args.Currency, args.ObjectID, args.UpstreamStatus, ts(args.Now)))
+	// keybrake_settle (migrations/0002_one_round_trip.sql) locks the
+	// reservation's row, checks, updates it and its counters: one statement.
+	// Concurrent settlements run together, in keybrake_settle_batch
+	// (settle_batch.go): still one statement, and one commit for the batch.
+	r, err := s.settleQueued(&settleOp{ctx: ctx, args: args, done: make(chan struct{})})
 	if err != nil {
 		return nil, s.wrap("settle "+args.ID, err)
 	}

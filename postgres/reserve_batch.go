@@ -119,7 +119,11 @@ func (s *Store) runReserveBatch(ops []*reserveOp) {
 			close(op.done)
 		}
 	}()
-	ctx, cancel := batchContext(ops)
+	ctxs := make([]context.Context, len(ops))
+	for i, op := range ops {
+		ctxs[i] = op.ctx
+	}
+	ctx, cancel := batchContext(ctxs)
 	defer cancel()
 	if len(ops) == 1 {
 		ops[0].out, ops[0].err = s.reserveOne(ctx, &ops[0].r)
@@ -149,18 +153,18 @@ func (s *Store) runReserveBatch(ops []*reserveOp) {
 // cancellations (the batch decides for all of them), but the latest of their
 // deadlines if they all have one, so a batch against an unreachable server
 // fails when the last of its callers would have given up.
-func batchContext(ops []*reserveOp) (context.Context, context.CancelFunc) {
+func batchContext(ctxs []context.Context) (context.Context, context.CancelFunc) {
 	var latest time.Time
-	for _, op := range ops {
-		d, ok := op.ctx.Deadline()
+	for _, ctx := range ctxs {
+		d, ok := ctx.Deadline()
 		if !ok {
-			return context.WithCancel(context.WithoutCancel(op.ctx))
+			return context.WithCancel(context.WithoutCancel(ctx))
 		}
 		if d.After(latest) {
 			latest = d
 		}
 	}
-	return context.WithDeadline(context.WithoutCancel(ops[0].ctx), latest)
+	return context.WithDeadline(context.WithoutCancel(ctxs[0]), latest)
 }
 
 // reserveOne decides one reservation with keybrake_reserve.

@@ -1,0 +1,217 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/keybrake/keybrake"
+)
+
+// maxSettleBatch bounds the settlements run in one statement and committed
+// together.
+const maxSettleBatch = 64
+
+// settleOp is one settlement waiting for, or done by, a batch.
+type settleOp struct {
+	ctx  context.Context
+	args keybrake.SettleArgs
+	out  *keybrake.Reservation
+	err  error
+	done chan struct{}
+}
+
+// settleQueue is this process's queue of settlements, of any key (group
+// commit, as keyQueue for reservations). A settlement locks only its
+// reservation's row, so settlements of every key can share a batch; most of
+// what one costs the server is its statement and its commit, which a batch
+// pays once.
+type settleQueue struct {
+	mu      sync.Mutex
+	pending []*settleOp
+	running bool
+}
+
+// settleQueued queues op and waits for its outcome, as reserveQueued does.
+func (s *Store) settleQueued(op *settleOp) (*keybrake.Reservation, error) {
+	q := &s.settles
+	q.mu.Lock()
+	q.pending = append(q.pending, op)
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go s.drainSettles(q)
+	}
+	select {
+	case <-op.done:
+	case <-op.ctx.Done():
+		q.mu.Lock()
+		if i := slices.Index(q.pending, op); i >= 0 {
+			q.pending = slices.Delete(q.pending, i, i+1)
+			q.mu.Unlock()
+			return nil, op.ctx.Err()
+		}
+		q.mu.Unlock()
+		<-op.done
+	}
+	return op.out, op.err
+}
+
+// drainSettles runs the queued settlements, batch after batch, until none
+// is left.
+func (s *Store) drainSettles(q *settleQueue) {
+	for {
+		q.mu.Lock()
+		n := min(len(q.pending), maxSettleBatch)
+		if n == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(q.pending[:n])
+		q.pending = slices.Delete(q.pending, 0, n)
+		q.mu.Unlock()
+		s.runSettleBatch(batch)
+	}
+}
+
+// runSettleBatch settles the ops and answers every one, none before the
+// statement that settles it has committed; if it fails, every op gets its
+// error.
+func (s *Store) runSettleBatch(ops []*settleOp) {
+	defer func() {
+		for _, op := range ops {
+			close(op.done)
+		}
+	}()
+	ctxs := make([]context.Context, len(ops))
+	for i, op := range ops {
+		ctxs[i] = op.ctx
+	}
+	ctx, cancel := batchContext(ctxs)
+	defer cancel()
+	if len(ops) == 1 {
+		ops[0].out, ops[0].err = s.settleOne(ctx, ops[0].args)
+		return
+	}
+	// Reservation rows are locked in ID order, the same in every batch, so
+	// two batches never wait on each other's rows; a reservation settled
+	// twice keeps the order its settlements arrived in.
+	slices.SortStableFunc(ops, func(a, b *settleOp) int { return cmp.Compare(a.args.ID, b.args.ID) })
+	err := s.settleBatch(ctx, ops)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && !isConnLost(err) {
+		// Rolled back as a whole: settle each alone, so each gets the
+		// outcome or error it would have got without batching.
+		for _, op := range ops {
+			op.out, op.err = s.settleOne(ctx, op.args)
+		}
+		return
+	}
+	if err != nil {
+		for _, op := range ops {
+			op.out, op.err = nil, err
+		}
+	}
+}
+
+// settleOne settles one reservation with keybrake_settle.
+func (s *Store) settleOne(ctx context.Context, a keybrake.SettleArgs) (*keybrake.Reservation, error) {
+	return scanReservation(s.queryRow(ctx, `SELECT `+reservationColumns+` FROM keybrake_settle($1, $2, $3, $4, $5, $6, $7, $8)`,
+		a.ID, a.State, int64(a.SettledMicros), a.Amount, a.Currency, a.ObjectID, a.UpstreamStatus, ts(a.Now)))
+}
+
+// settleBatchColumns selects the reservation columns of
+// keybrake_settle_batch's composite column res.
+var settleBatchColumns = func() string {
+	cols := strings.Split(reservationColumns, ",")
+	for i, c := range cols {
+		cols[i] = "(b.res)." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}()
+
+// settleBatch settles ops, in order, with one keybrake_settle_batch
+// statement, and sets each op's outcome: the updated reservation, or the
+// error keybrake_settle would have raised for it.
+func (s *Store) settleBatch(ctx context.Context, ops []*settleOp) error {
+	n := len(ops)
+	var (
+		ids, states, currencies, objectIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		settled, amounts                   = make([]int64, n), make([]int64, n)
+		statuses                           = make([]int32, n)
+		nows                               = make([]time.Time, n)
+	)
+	for i, op := range ops {
+		a := op.args
+		ids[i], states[i], settled[i], amounts[i] = a.ID, a.State, int64(a.SettledMicros), a.Amount
+		currencies[i], objectIDs[i], statuses[i], nows[i] = a.Currency, a.ObjectID, int32(a.UpstreamStatus), ts(a.Now)
+	}
+	outs := make([]*keybrake.Reservation, n)
+	errs := make([]error, n)
+	err := s.query(ctx, func(rows pgx.Rows) error {
+		got := 0
+		for rows.Next() {
+			var ord int32
+			var status string
+			var message *string // NULL when ok
+			if err := rows.Scan(append([]any{&ord, &status, &message}, make([]any, 25)...)...); err != nil {
+				return err
+			}
+			if ord < 1 || int(ord) > n {
+				return errors.New("keybrake_settle_batch: element out of range")
+			}
+			if status != "ok" && message == nil {
+				return errors.New("keybrake_settle_batch: " + status + " without a message")
+			}
+			switch status {
+			case "ok":
+				r, err := scanReservation(skipRow{rows, 3})
+				if err != nil {
+					return err
+				}
+				outs[ord-1] = r
+			case "notfound":
+				errs[ord-1] = &pgconn.PgError{Severity: "ERROR", Code: codeNotFound, Message: *message}
+			case "conflict":
+				errs[ord-1] = &pgconn.PgError{Severity: "ERROR", Code: codeConflict, Message: *message}
+			default:
+				return errors.New("keybrake_settle_batch: unexpected status " + status)
+			}
+			got++
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if got != n {
+			return errors.New("keybrake_settle_batch: missing elements")
+		}
+		return nil
+	}, `SELECT b.ord, b.status, b.message, `+settleBatchColumns+` FROM keybrake_settle_batch(
+		$1, $2, $3, $4, $5, $6, $7, $8) AS b`,
+		ids, states, settled, amounts, currencies, objectIDs, statuses, nows)
+	if err != nil {
+		return err
+	}
+	for i, op := range ops {
+		op.out, op.err = outs[i], errs[i]
+	}
+	return nil
+}
+
+// skipRow is a row of rows whose first skip columns are not scanned.
+type skipRow struct {
+	rows pgx.Rows
+	skip int
+}
+
+func (r skipRow) Scan(dest ...any) error {
+	return r.rows.Scan(append(make([]any, r.skip), dest...)...)
+}
