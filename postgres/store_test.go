@@ -389,3 +389,53 @@ func TestReplicasReplays(t *testing.T) {
 		t.Fatalf("total = %s, want %s", sp.Total, storetest.USD(keys))
 	}
 }
+
+// TestConcurrentSettles settles 50 reservations twice each at once, plus
+// unknown reservations, so that settlements share batches: each
+// reservation settles exactly once (the other settlement gets ECONFLICT), an
+// unknown one gets ENOTFOUND, and the counters end exact.
+func TestConcurrentSettles(t *testing.T) {
+	s := MustOpen(t, MustDatabase(t, MustServerDSN(t)))
+	storetest.MustCreateKey(t, s, storetest.NewKey("key_a"))
+	const n = 50
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = storetest.MustReserve(t, s, "key_a", fmt.Sprintf("idem_%d", i), storetest.USD(2), storetest.T0).ID
+	}
+
+	var ok, conflict, notFound atomic.Int64
+	var wg sync.WaitGroup
+	settle := func(args keybrake.SettleArgs) {
+		defer wg.Done()
+		_, err := s.Settle(context.Background(), args)
+		switch code := keybrake.ErrorCode(err); {
+		case err == nil:
+			ok.Add(1)
+		case code == keybrake.ECONFLICT:
+			conflict.Add(1)
+		case code == keybrake.ENOTFOUND:
+			notFound.Add(1)
+		default:
+			t.Errorf("Settle %s: %v", args.ID, err)
+		}
+	}
+	for i, id := range ids {
+		args := keybrake.SettleArgs{ID: id, State: keybrake.StateSettled, SettledMicros: storetest.USD(1), Amount: 100, Currency: "usd", Now: storetest.T0}
+		if i%2 == 0 {
+			args = keybrake.SettleArgs{ID: id, State: keybrake.StateReleased, UpstreamStatus: 402, Now: storetest.T0}
+		}
+		wg.Add(3)
+		go settle(args)
+		go settle(args)
+		go settle(keybrake.SettleArgs{ID: fmt.Sprintf("rsv_unknown_%d", i), State: keybrake.StateReleased, Now: storetest.T0})
+	}
+	wg.Wait()
+	if ok.Load() != n || conflict.Load() != n || notFound.Load() != n {
+		t.Fatalf("ok %d, conflict %d, not found %d; want %d each", ok.Load(), conflict.Load(), notFound.Load(), n)
+	}
+	// Half released, half settled at 1.00 of the 2.00 reserved.
+	sp := storetest.MustSpend(t, s, "key_a", storetest.T0, time.UTC)
+	if want := (keybrake.Spend{Day: storetest.USD(n / 2), Month: storetest.USD(n / 2), Total: storetest.USD(n / 2)}); sp != want {
+		t.Fatalf("spend = %+v, want %+v", sp, want)
+	}
+}
