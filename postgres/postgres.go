@@ -20,6 +20,18 @@
 // execution and its commit, never across a network round trip: on one hot
 // key, throughput is bounded by that, not by the latency to the proxy.
 //
+// # Group commit
+//
+// Concurrent calls share that statement. Reservations of a key that arrive
+// while one of its statements runs wait in the process and then go together
+// as one keybrake_reserve_batch statement (reserve_batch.go,
+// migrations/0004_reserve_batch.sql): one lock of the key, each reservation
+// decided in order exactly as alone, one commit. Settlements, of any key,
+// batch the same way through keybrake_settle_batch (settle_batch.go). No
+// caller is answered before its batch has committed, and an error raised by
+// one element rolls back the batch, whose elements then run one by one so
+// that each gets its own outcome.
+//
 // Transactions run at READ COMMITTED, not SERIALIZABLE: the row lock already
 // orders every transaction that could invalidate the check, and under READ
 // COMMITTED a statement that follows a granted lock sees everything committed
