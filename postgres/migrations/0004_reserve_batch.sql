@@ -52,8 +52,9 @@ BEGIN
 
 	-- A statement of its own after the lock is granted: a fresh snapshot.
 	SELECT
-		(SELECT coalesce(array_agg(r.idempotency_key), '{}') FROM reservations r WHERE r.key_id = p_key_id AND r.idempotency_key = ANY (p_idempotency_keys)),
-		(SELECT coalesce(array_agg(r.id), '{}') FROM reservations r WHERE r.key_id = p_key_id AND r.idempotency_key = ANY (p_idempotency_keys)),
+		-- Both in the same order, so seen_ids[n] is the ID of seen_keys[n].
+		(SELECT coalesce(array_agg(r.idempotency_key ORDER BY r.idempotency_key), '{}') FROM reservations r WHERE r.key_id = p_key_id AND r.idempotency_key = ANY (p_idempotency_keys)),
+		(SELECT coalesce(array_agg(r.id ORDER BY r.idempotency_key), '{}') FROM reservations r WHERE r.key_id = p_key_id AND r.idempotency_key = ANY (p_idempotency_keys)),
 		COALESCE((SELECT c.micros FROM spend_counters c WHERE c.key_id = p_key_id AND c.window_name = 'daily' AND c.bucket = p_day), 0),
 		COALESCE((SELECT c.micros FROM spend_counters c WHERE c.key_id = p_key_id AND c.window_name = 'monthly' AND c.bucket = p_month), 0),
 		COALESCE((SELECT c.micros FROM spend_counters c WHERE c.key_id = p_key_id AND c.window_name = 'total' AND c.bucket = ''), 0)
