@@ -120,6 +120,18 @@ type SpendService interface {
 	// key was revoked or expired meanwhile, ENOTFOUND if it does not exist.
 	Reserve(ctx context.Context, args ReserveArgs) (ReserveResult, error)
 
+	// Rearm reserves again, in place, the key's released reservation for
+	// args.Reservation.IdempotencyKey: after an answer Stripe does not save
+	// (a 400 before processing, a 429 rate limit) a retry under the same key
+	// runs anew at Stripe, so it must be counted anew. In one transaction it
+	// reads the key's policy, checks every cap against the new amount in
+	// the windows of args.Now, and moves the reservation back to reserved
+	// with the new request, amount and fingerprint. Over a cap it changes
+	// nothing and returns OverCap. Returns ENOTFOUND if the key has no
+	// reservation under that Idempotency-Key, ECONFLICT if it is not
+	// released, EUNAUTHORIZED if the key was revoked or expired.
+	Rearm(ctx context.Context, args ReserveArgs) (ReserveResult, error)
+
 	// Settle moves a reservation to settled, released or uncertain and
 	// adjusts the counters. Settled and released are final: settling them
 	// again returns ECONFLICT. Returns ENOTFOUND for an unknown ID.
@@ -150,4 +162,32 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.
 	Close() error
+}
+
+// CheckCaps returns the first window, in the order per request, daily,
+// monthly, total, in which spent plus m would exceed the cap, or nil when
+// every cap holds. Landing exactly on a cap passes. Daily and monthly reset
+// at the next calendar day and month of now in loc.
+func CheckCaps(caps Caps, spent Spend, m Micros, now time.Time, loc *time.Location) *OverCap {
+	dayReset, monthReset := DayReset(now, loc), MonthReset(now, loc)
+	windows := []struct {
+		name   string
+		cap    *Micros
+		spent  Micros
+		resets *time.Time
+	}{
+		{WindowPerRequest, caps.PerRequest, 0, nil},
+		{WindowDaily, caps.Daily, spent.Day, &dayReset},
+		{WindowMonthly, caps.Monthly, spent.Month, &monthReset},
+		{WindowTotal, caps.Total, spent.Total, nil},
+	}
+	for _, w := range windows {
+		if w.cap == nil {
+			continue
+		}
+		if sum, ok := AddMicros(w.spent, m); !ok || sum > *w.cap {
+			return &OverCap{Window: w.name, Cap: *w.cap, Spent: w.spent, Requested: m, ResetsAt: w.resets}
+		}
+	}
+	return nil
 }

@@ -172,13 +172,13 @@ func indexOf(s, sub string) int {
 	return -1
 }
 
-// A reservation released after an answer Stripe does not save (a 500
-// before processing is uncertain, but a 400 or 429 is released) cannot be
-// replayed under the same Idempotency-Key: the retry would run anew at
-// Stripe, uncounted. A replayed decline (402, saved) is fine.
-func TestProxy_ReplayOfReleasedReservation(t *testing.T) {
+// A reservation released after an answer Stripe does not save (a 429 rate
+// limit, a 400 before processing) is reserved anew when the client retries
+// under the same Idempotency-Key: the retry runs anew at Stripe, so it must
+// count, and once. A replayed decline (402, saved) is not counted at all.
+func TestProxy_RetryAfterUnsavedAnswer(t *testing.T) {
 	e := MustOpen(t)
-	id, secret := e.CreateKey(t, `{"daily_usd_cap":100}`)
+	id, secret := e.CreateKey(t, `{"daily_usd_cap":15}`)
 	h := map[string]string{"Authorization": "Bearer " + secret, "Idempotency-Key": "retry-after-429"}
 	if _, err := e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultFailBefore, Status: 429, Count: 1}); err != nil {
 		t.Fatal(err)
@@ -187,22 +187,52 @@ func TestProxy_ReplayOfReleasedReservation(t *testing.T) {
 	if resp, b := e.Do(t, "POST", "/stripe/v1/charges", body, h); resp.StatusCode != 429 {
 		t.Fatalf("first: %d %s", resp.StatusCode, b)
 	}
-	resp, b := e.Do(t, "POST", "/stripe/v1/charges", body, h)
-	if resp.StatusCode != http.StatusConflict || !contains(string(b), "new Idempotency-Key") {
-		t.Fatalf("replay of a released reservation: %d %s", resp.StatusCode, b)
+	if got := e.Spend(t, id).Day; got != 0 {
+		t.Fatalf("after Stripe's 429: spend = %s, want 0", got)
 	}
-	if n, _ := e.SucceededCents("usd"); n != 0 {
-		t.Fatalf("%d uncounted charges upstream", n)
+	if resp, b := e.Do(t, "POST", "/stripe/v1/charges", body, h); resp.StatusCode != 200 {
+		t.Fatalf("retry: %d %s", resp.StatusCode, b)
 	}
+	if got := e.Spend(t, id).Day; got != 10*keybrake.MicrosPerUSD {
+		t.Fatalf("after the retry: spend = %s, want 10.00", got)
+	}
+	// A third send is a real replay: Stripe saved the retry's answer.
+	resp, _ := e.Do(t, "POST", "/stripe/v1/charges", body, h)
+	if resp.StatusCode != 200 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
+	}
+	if n, _ := e.SucceededCents("usd"); n != 1 {
+		t.Fatalf("%d charges upstream, want 1", n)
+	}
+	t.Run("ErrRetryOverCap", func(t *testing.T) {
+		h := map[string]string{"Authorization": "Bearer " + secret, "Idempotency-Key": "retry-over-cap"}
+		small := "amount=500&currency=usd&source=tok_visa"
+		e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultFailBefore, Status: 429, Count: 1})
+		if resp, b := e.Do(t, "POST", "/stripe/v1/charges", small, h); resp.StatusCode != 429 || resp.Header.Get("Keybrake-Window") != "" {
+			t.Fatalf("Stripe's 429: %d %s", resp.StatusCode, b)
+		}
+		// Meanwhile another request spends what is left of the day.
+		other := map[string]string{"Authorization": "Bearer " + secret}
+		if resp, b := e.Do(t, "POST", "/stripe/v1/charges", small, other); resp.StatusCode != 200 {
+			t.Fatalf("other: %d %s", resp.StatusCode, b)
+		}
+		if resp, b := e.Do(t, "POST", "/stripe/v1/charges", small, h); resp.StatusCode != 429 || resp.Header.Get("Keybrake-Window") != "daily" {
+			t.Fatalf("retry over the cap: %d %s", resp.StatusCode, b)
+		}
+		if n, _ := e.SucceededCents("usd"); n != 2 {
+			t.Fatalf("%d charges upstream, want 2", n)
+		}
+	})
 	t.Run("OKDeclineReplayed", func(t *testing.T) {
+		id, secret := e.CreateKey(t, `{"daily_usd_cap":15}`)
 		h := map[string]string{"Authorization": "Bearer " + secret, "Idempotency-Key": "declined-once"}
 		for i := 0; i < 2; i++ {
-			if resp, b := e.Do(t, "POST", "/stripe/v1/charges", "amount=1000&currency=usd&source=tok_chargeDeclined", h); resp.StatusCode != 402 {
+			if resp, b := e.Do(t, "POST", "/stripe/v1/charges", "amount=400&currency=usd&source=tok_chargeDeclined", h); resp.StatusCode != 402 {
 				t.Fatalf("attempt %d: %d %s", i, resp.StatusCode, b)
 			}
 		}
+		if got := e.Spend(t, id).Day; got != 0 {
+			t.Fatalf("spend = %s, want 0: a declined charge counts nothing, replayed or not", got)
+		}
 	})
-	if got := e.Spend(t, id).Day; got != 0 {
-		t.Fatalf("spend = %s", got)
-	}
 }

@@ -282,11 +282,10 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 		}
 		if prev := res.Reservation; prev.State == keybrake.StateReleased && prev.UpstreamStatus != http.StatusPaymentRequired {
 			// Stripe saves the answer of a request that started executing
-			// (a decline, 402), not of one refused before (a 400, a 429
-			// rate limit): replayed, such a key runs anew and may charge,
-			// while its reservation was released. Fail closed.
-			p.deny(w, r, c, &keybrake.Error{Code: keybrake.ECONFLICT, Param: "Idempotency-Key", Message: fmt.Sprintf("Stripe answered %d to the first request with this Idempotency-Key without saving its answer, and keybrake released its reservation; a retry would run anew. Send it with a new Idempotency-Key.", prev.UpstreamStatus)}, nil)
-			return false
+			// (a decline, 402), not of one refused before it (a 400, a 429
+			// rate limit): under the same key the retry runs anew and may
+			// charge, so it is reserved anew, under every cap.
+			return p.rearm(w, r, c, rsv, now)
 		}
 		if now.Sub(res.Reservation.CreatedAt) > idempotencyWindow-time.Hour {
 			p.deny(w, r, c, &keybrake.Error{Code: keybrake.EINVALID, Param: "Idempotency-Key", Message: "This Idempotency-Key was first used more than 23 hours ago; Stripe forgets keys after 24 hours and would create a new object. Use a new key."}, nil)
@@ -294,6 +293,23 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 		}
 	}
 	s.metrics.reserved(c, res.Replay)
+	return true
+}
+
+// rearm reserves again the released reservation of a retried
+// Idempotency-Key whose first answer Stripe did not save.
+func (p *proxy) rearm(w http.ResponseWriter, r *http.Request, c *call, rsv *keybrake.Reservation, now time.Time) bool {
+	res, err := p.s.Store.Rearm(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: now})
+	if err != nil {
+		p.deny(w, r, c, storeError(err), nil)
+		return false
+	}
+	if res.OverCap != nil {
+		p.overCap(w, r, c, res.OverCap)
+		return false
+	}
+	c.rsv, c.replay = res.Reservation, false
+	p.s.metrics.reserved(c, false)
 	return true
 }
 

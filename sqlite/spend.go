@@ -200,27 +200,7 @@ const spendQuery = `SELECT
 // overCap returns the first window in which spent plus m would exceed the
 // key's cap, or nil when every cap holds. Landing exactly on a cap passes.
 func overCap(caps keybrake.Caps, spent keybrake.Spend, m keybrake.Micros, now time.Time, loc *time.Location) *keybrake.OverCap {
-	dayReset, monthReset := keybrake.DayReset(now, loc), keybrake.MonthReset(now, loc)
-	windows := []struct {
-		name   string
-		cap    *keybrake.Micros
-		spent  keybrake.Micros
-		resets *time.Time
-	}{
-		{keybrake.WindowPerRequest, caps.PerRequest, 0, nil},
-		{keybrake.WindowDaily, caps.Daily, spent.Day, &dayReset},
-		{keybrake.WindowMonthly, caps.Monthly, spent.Month, &monthReset},
-		{keybrake.WindowTotal, caps.Total, spent.Total, nil},
-	}
-	for _, w := range windows {
-		if w.cap == nil {
-			continue
-		}
-		if sum, ok := keybrake.AddMicros(w.spent, m); !ok || sum > *w.cap {
-			return &keybrake.OverCap{Window: w.name, Cap: *w.cap, Spent: w.spent, Requested: m, ResetsAt: w.resets}
-		}
-	}
-	return nil
+	return keybrake.CheckCaps(caps, spent, m, now, loc)
 }
 
 // Settle moves a reservation to settled, released or uncertain; the

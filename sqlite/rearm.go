@@ -1,0 +1,88 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// qRearmBuckets moves a released reservation to the windows of its new
+// request first: released counts nothing, so no counter moves yet.
+const qRearmBuckets = `UPDATE reservations SET day = ?2, month = ?3 WHERE id = ?1 AND state = 'released'`
+
+// qRearm reserves it again; the trigger reservations_count_update adds the
+// new amount to the (new) day and month buckets and the total.
+const qRearm = `UPDATE reservations SET state = 'reserved', micros = ?2, settled_micros = 0,
+	fingerprint = ?3, operation = ?4, amount = ?5, currency = ?6,
+	req_method = ?7, req_path = ?8, req_body = ?9, req_account = ?10, req_version = ?11,
+	object_id = '', upstream_status = 0, attempts = 0, lease_owner = '', lease_until = NULL,
+	created_at = ?12, updated_at = ?12
+	WHERE id = ?1 AND state = 'released'
+	RETURNING ` + resColumns
+
+// Rearm reserves again, in place, the key's released reservation for the
+// Idempotency-Key, checking every cap against the new amount in the windows
+// of args.Now. See keybrake.SpendService.
+func (s *Store) Rearm(ctx context.Context, args keybrake.ReserveArgs) (keybrake.ReserveResult, error) {
+	in := args.Reservation
+	if err := validateReservation(in); err != nil {
+		return keybrake.ReserveResult{}, err
+	}
+	now := args.Now
+	if now.IsZero() {
+		now = s.now()
+	}
+	now = dbTime(now)
+	var res keybrake.ReserveResult
+	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = s.rearm(context.Background(), tx, in, now)
+		return err
+	})
+	if err != nil {
+		return keybrake.ReserveResult{}, err
+	}
+	return res, nil
+}
+
+func (s *Store) rearm(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
+	tz, _ := s.zones.Load(in.KeyID)
+	guess, _ := tz.(string)
+	st, err := s.readForReserve(ctx, tx, in, guess, now)
+	if err != nil {
+		return keybrake.ReserveResult{}, err
+	}
+	if st.key.Timezone != guess {
+		s.zones.Store(in.KeyID, st.key.Timezone)
+		if st, err = s.readForReserve(ctx, tx, in, st.key.Timezone, now); err != nil {
+			return keybrake.ReserveResult{}, err
+		}
+	}
+	if err := st.key.Usable(now); err != nil {
+		return keybrake.ReserveResult{}, err
+	}
+	if !st.replayID.Valid {
+		return keybrake.ReserveResult{}, keybrake.Errorf(keybrake.ENOTFOUND, "No reservation under this Idempotency-Key.")
+	}
+	if oc := overCap(st.key.Caps, st.spent, in.Micros, now, st.loc); oc != nil {
+		return keybrake.ReserveResult{OverCap: oc}, nil
+	}
+	id := st.replayID.String
+	r, err := s.txExec(ctx, tx, qRearmBuckets, id, st.day, st.month)
+	if err != nil {
+		return keybrake.ReserveResult{}, wrap(err, "rearm %s", id)
+	}
+	if n, _ := r.RowsAffected(); n == 0 {
+		return keybrake.ReserveResult{}, keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is not released.", id)
+	}
+	q := in.Request
+	out, err := scanReservation(tx.QueryRowContext(ctx, qRearm, id, int64(in.Micros), in.Fingerprint, in.Operation, in.Amount, in.Currency,
+		q.Method, q.Path, q.Body, q.StripeAccount, q.StripeVersion, now.UnixMicro()))
+	if err != nil {
+		return keybrake.ReserveResult{}, wrap(err, "rearm %s", id)
+	}
+	*in = *out
+	return keybrake.ReserveResult{Reservation: in}, nil
+}
