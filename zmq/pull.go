@@ -89,7 +89,7 @@ func (w *PullWorker) Close() error {
 			return
 		}
 		w.cancel()
-		err = w.pull.Close()
+		err = closeErr(w.pull.Close())
 		w.ackMu.Lock()
 		w.dropAck()
 		w.ackMu.Unlock()

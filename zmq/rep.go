@@ -68,7 +68,7 @@ func (w *RepWorker) Close() error {
 			return
 		}
 		w.cancel()
-		err = w.sock.Close()
+		err = closeErr(w.sock.Close())
 		<-w.done
 	})
 	return err

@@ -76,7 +76,7 @@ func (w *RouterWorker) Close() error {
 			return
 		}
 		w.cancel()
-		err = w.sock.Close()
+		err = closeErr(w.sock.Close())
 		<-w.done
 	})
 	return err

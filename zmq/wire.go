@@ -3,7 +3,9 @@ package zmq
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -217,4 +219,14 @@ func clip(s string) string {
 // validNamespace returns EINVALID unless ns is a valid billing namespace.
 func validNamespace(ns string) error {
 	return billing.ValidateNamespace(ns)
+}
+
+// closeErr drops the error of closing a socket whose connections a peer
+// already closed: go-zeromq reports it as "use of closed network
+// connection", and it means nothing for a worker shutting down.
+func closeErr(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
 }
