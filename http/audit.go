@@ -17,6 +17,12 @@ const auditQueue = 8192
 // auditBatch is the most events written in one transaction.
 const auditBatch = 512
 
+// auditLinger is how long the writer waits for more events before writing
+// a batch: on a quiet proxy each request would otherwise pay a transaction
+// of its own in the background, competing for the CPU with the next
+// request. The admin API flushes before it reads, so nobody waits for it.
+const auditLinger = 20 * time.Millisecond
+
 // eventBatcher is implemented by stores that can append many events in one
 // transaction (both of keybrake's do).
 type eventBatcher interface {
@@ -94,8 +100,11 @@ func (a *auditLog) run() {
 				return
 			}
 			batch = append(batch[:0], e)
-			batch = a.drain(batch, auditBatch)
+			open := a.linger(&batch)
 			a.write(batch)
+			if !open {
+				return
+			}
 		case ack := <-a.flush:
 			for {
 				batch = a.drain(batch[:0], auditBatch)
@@ -107,6 +116,40 @@ func (a *auditLog) run() {
 			close(ack)
 		}
 	}
+}
+
+// linger collects events for up to auditLinger or until the batch is full.
+// A flush request ends the wait early and is answered once the batch and
+// everything queued before it are written. It reports false when the queue
+// was closed.
+func (a *auditLog) linger(batch *[]*keybrake.Event) bool {
+	t := time.NewTimer(auditLinger)
+	defer t.Stop()
+	for len(*batch) < auditBatch {
+		select {
+		case e, ok := <-a.ch:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, e)
+		case <-t.C:
+			return true
+		case ack := <-a.flush:
+			*batch = a.drain(*batch, auditBatch)
+			a.write(*batch)
+			*batch = (*batch)[:0]
+			for {
+				b := a.drain(nil, auditBatch)
+				if len(b) == 0 {
+					break
+				}
+				a.write(b)
+			}
+			close(ack)
+			return true
+		}
+	}
+	return true
 }
 
 // drain appends queued events without blocking, up to max.

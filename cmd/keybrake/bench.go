@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -121,6 +122,8 @@ type bench struct {
 	client     *http.Client
 	dir        string
 	customer   string
+	bare       *http.Server // a bare httputil.ReverseProxy to the simulator: the floor of any Go proxy
+	bareURL    string
 }
 
 func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
@@ -136,6 +139,18 @@ func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
 	b.sim, b.simHandler = &http.Server{Handler: sim}, sim
 	go b.sim.Serve(ln)
 	b.simURL = "http://" + ln.Addr().String()
+	// The floor: a reverse proxy with no logic at all, on the same machine,
+	// so the table separates keybrake's own cost from the cost of a hop.
+	bareLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	simU, _ := url.Parse(b.simURL)
+	rp := httputil.NewSingleHostReverseProxy(simU)
+	rp.Transport = &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
+	b.bare = &http.Server{Handler: rp}
+	go b.bare.Serve(bareLn)
+	b.bareURL = "http://" + bareLn.Addr().String()
 	b.client = &http.Client{Transport: &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}, Timeout: 30 * time.Second}
 
 	db := cfg.DB
@@ -217,6 +232,9 @@ func (b *bench) close() {
 	}
 	if b.sim != nil {
 		b.sim.Close()
+	}
+	if b.bare != nil {
+		b.bare.Close()
 	}
 	if b.dir != "" {
 		os.RemoveAll(b.dir)
@@ -327,6 +345,9 @@ type LatencyRow struct {
 	DirectP99    float64 `json:"direct_p99_us"`
 	ProxyP99     float64 `json:"proxy_p99_us"`
 	AddedP99     float64 `json:"added_p99_us"`
+	// BareMedian is the same request through a bare httputil.ReverseProxy
+	// (no logic): BareMedian - DirectMedian is what any Go proxy's hop adds.
+	BareMedian float64 `json:"bare_proxy_median_us"`
 }
 
 // ThroughputRow compares one operation's throughput direct and through keybrake.
@@ -336,6 +357,8 @@ type ThroughputRow struct {
 	Direct    float64 `json:"direct_per_s"`
 	Proxy     float64 `json:"proxy_per_s"`
 	Ratio     float64 `json:"ratio"`
+	// Bare is the throughput through a bare httputil.ReverseProxy.
+	Bare float64 `json:"bare_proxy_per_s"`
 }
 
 func pct(d []time.Duration, p float64) float64 {
@@ -350,6 +373,7 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, erro
 		bases = append(bases, p.URL())
 	}
 	proxied := target{"keybrake", bases, b.vaultKey}
+	bare := target{"bare proxy", []string{b.bareURL}, simulatorSecret}
 	res := &BenchResult{Store: storeKind(b.cfg.DB), Replicas: b.cfg.Replicas}
 	if b.cfg.DB == "" {
 		res.Store = "sqlite (temp file)"
@@ -378,12 +402,17 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, erro
 		if err != nil {
 			return nil, err
 		}
+		bd, err := b.latency(bare, m.o, b.cfg.Requests)
+		if err != nil {
+			return nil, err
+		}
 		if strings.Contains(m.name, "charge") {
 			charges += int64(b.cfg.Requests)
 		}
 		res.Latency = append(res.Latency, LatencyRow{
 			Operation: m.name, DirectMedian: pct(dd, 0.5), ProxyMedian: pct(pd, 0.5), AddedMedian: pct(pd, 0.5) - pct(dd, 0.5),
 			DirectP99: pct(dd, 0.99), ProxyP99: pct(pd, 0.99), AddedP99: pct(pd, 0.99) - pct(dd, 0.99),
+			BareMedian: pct(bd, 0.5),
 		})
 	}
 	for _, m := range []struct {
@@ -404,10 +433,14 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, erro
 			if err != nil {
 				return nil, err
 			}
+			br, err := b.throughput(bare, m.o, n, b.cfg.Duration)
+			if err != nil {
+				return nil, err
+			}
 			if m.name == "capped charge" {
 				charges += int64(pr*b.cfg.Duration.Seconds() + 0.5)
 			}
-			res.Throughput = append(res.Throughput, ThroughputRow{Operation: m.name, Clients: n, Direct: dr, Proxy: pr, Ratio: pr / dr})
+			res.Throughput = append(res.Throughput, ThroughputRow{Operation: m.name, Clients: n, Direct: dr, Proxy: pr, Ratio: pr / dr, Bare: br})
 		}
 	}
 	// Zero overspend: the store's settled spend equals the charges the
@@ -513,18 +546,19 @@ func (b *bench) simCharges() int {
 func (r *BenchResult) print(w io.Writer) {
 	fmt.Fprintf(w, "keybrake bench — store: %s, replicas: %d; baseline: the simulator direct, same run\n\n", r.Store, r.Replicas)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "latency (µs)\tdirect p50\tproxy p50\tadded p50\tdirect p99\tproxy p99\tadded p99\t")
+	fmt.Fprintln(tw, "latency (µs)\tdirect p50\tproxy p50\tadded p50\tdirect p99\tproxy p99\tadded p99\tbare-proxy p50\t")
 	for _, l := range r.Latency {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", l.Operation, l.DirectMedian, l.ProxyMedian, l.AddedMedian, l.DirectP99, l.ProxyP99, l.AddedP99)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", l.Operation, l.DirectMedian, l.ProxyMedian, l.AddedMedian, l.DirectP99, l.ProxyP99, l.AddedP99, l.BareMedian)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "throughput (req/s)\tclients\tdirect\tproxy\tproxy/direct\t")
+	fmt.Fprintln(tw, "throughput (req/s)\tclients\tdirect\tproxy\tproxy/direct\tbare proxy\tbare/direct\t")
 	for _, t := range r.Throughput {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t\n", t.Operation, t.Clients, t.Direct, t.Proxy, t.Ratio)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%.0f\t%.2f\t\n", t.Operation, t.Clients, t.Direct, t.Proxy, t.Ratio, t.Bare, t.Bare/t.Direct)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "\nbare proxy: httputil.ReverseProxy with no logic in front of the simulator, the floor of any Go proxy on this machine")
 	fmt.Fprintf(w, "\nsettled spend on the bench key: $%s ($1.00 per proxied charge)\n", r.Spend)
 	if c := r.CapCheck; c != nil {
 		verdict := "no overspend"
