@@ -3,8 +3,6 @@ package billing_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/billing"
+	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/sqlite"
 	"github.com/keybrake/keybrake/stripesim"
 )
@@ -21,24 +20,7 @@ var T0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 // Clock is an injected clock shared by the ledger, the processors and the
 // simulator, so advancing it past Stripe's 24 hours moves all of them.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type Clock = kbtest.Clock
 
 // Env is a simulator on httptest, a SQLite ledger in a temp dir, and a
 // Charger pointed at the simulator.
@@ -53,20 +35,10 @@ type Env struct {
 // MustEnv starts an Env; t.Cleanup stops it.
 func MustEnv(tb testing.TB) *Env {
 	tb.Helper()
-	clock := &Clock{t: T0}
-	sim, err := stripesim.New(stripesim.Options{Now: clock.Now})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	tb.Cleanup(srv.Close)
-	store, err := sqlite.Open(filepath.Join(tb.TempDir(), "ledger.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { store.Close() })
-	return &Env{Clock: clock, Sim: sim, SimURL: srv.URL, Ledger: store,
-		Charger: &billing.StripeCharger{BaseURL: srv.URL, Key: "sk_test_billing"}}
+	clock := kbtest.NewClock(T0)
+	sim, simURL := kbtest.Simulator(tb, stripesim.Options{Now: clock.Now})
+	return &Env{Clock: clock, Sim: sim, SimURL: simURL, Ledger: kbtest.SQLite(tb, "ledger.db"),
+		Charger: &billing.StripeCharger{BaseURL: simURL, Key: "sk_test_billing"}}
 }
 
 // Processor returns a processor on the env's ledger, charger and clock.

@@ -2,12 +2,6 @@ package billing_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,68 +9,22 @@ import (
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/billing"
 	khttp "github.com/keybrake/keybrake/http"
-	"github.com/keybrake/keybrake/sqlite"
+	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/stripesim"
 )
-
-const adminToken = "kbadm_billing_test"
 
 // MustProxy starts the keybrake proxy in front of e's simulator, on the
 // same clock, and returns its base URL.
 func MustProxy(tb testing.TB, e *Env) string {
 	tb.Helper()
-	store, err := sqlite.Open(filepath.Join(tb.TempDir(), "keybrake.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	up, err := url.Parse(e.SimURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s := khttp.NewServer()
-	s.Addr = "127.0.0.1:0"
-	s.Store = store
-	s.Upstream = up
-	s.UpstreamKey = "sk_test_upstream_secret"
-	s.AdminToken = adminToken
-	s.Now = e.Clock.Now
-	s.Simulated = true
-	s.Logger = slog.New(slog.DiscardHandler)
-	if err := s.Open(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		s.Close()
-		store.Close()
-	})
-	return s.URL()
+	return kbtest.Proxy(tb, e.SimURL, func(s *khttp.Server) { s.Now = e.Clock.Now }).URL()
 }
 
 // MustVaultKey creates a vault key through the admin API and returns it.
 func MustVaultKey(tb testing.TB, base, body string) string {
 	tb.Helper()
-	req, err := http.NewRequest("POST", base+"/vault/keys", strings.NewReader(body))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		tb.Fatalf("create vault key: %d %s", resp.StatusCode, out)
-	}
-	var v struct {
-		VaultKey string `json:"vault_key"`
-	}
-	if err := json.Unmarshal(out, &v); err != nil {
-		tb.Fatal(err)
-	}
-	return v.VaultKey
+	_, secret := kbtest.VaultKey(tb, base, body)
+	return secret
 }
 
 func TestProcess_ThroughKeybrake(t *testing.T) {

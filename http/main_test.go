@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/keybrake/keybrake"
 	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/sqlite"
 	"github.com/keybrake/keybrake/stripe"
 	"github.com/keybrake/keybrake/stripesim"
@@ -26,30 +26,10 @@ import (
 const adminToken = "kbadm_test_token"
 
 // Clock is an injected clock shared by the proxy and the simulator.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = kbtest.Clock
 
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *Clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// NewClock returns a clock stopped at t.
+func NewClock(t time.Time) *Clock { return kbtest.NewClock(t) }
 
 // Env is a keybrake server on 127.0.0.1:0 with a SQLite store in a temp dir
 // and the simulator as its upstream.

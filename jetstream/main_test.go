@@ -5,13 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,13 +17,13 @@ import (
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/billing"
 	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/jetstream"
 	"github.com/keybrake/keybrake/sqlite"
 	"github.com/keybrake/keybrake/stripesim"
 )
 
 const (
-	adminToken = "kbadm_jetstream_test"
 	namespace  = "jstest"
 	stream     = "BILLING"
 	subject    = "billing.events"
@@ -41,24 +35,7 @@ const (
 var T0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 // Clock is the injected clock of the ledger.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type Clock = kbtest.Clock
 
 // Env is an embedded NATS server with JetStream and HTTP monitoring, the
 // Stripe simulator, the keybrake proxy in front of it with a SQLite store
@@ -88,35 +65,13 @@ func MustEnv(tb testing.TB) *Env {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		tb.Fatal("nats server not ready")
 	}
-	e := &Env{NATS: ns, MonitorURL: "http://" + ns.MonitorAddr().String(), Clock: &Clock{t: T0}, Log: &SyncBuffer{}}
+	e := &Env{NATS: ns, MonitorURL: "http://" + ns.MonitorAddr().String(), Clock: kbtest.NewClock(T0), Log: &SyncBuffer{}}
 
-	e.Sim, err = stripesim.New(stripesim.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	simSrv := httptest.NewServer(e.Sim)
-	tb.Cleanup(simSrv.Close)
-	e.Store, err = sqlite.Open(filepath.Join(tb.TempDir(), "keybrake.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p := khttp.NewServer()
-	p.Addr = "127.0.0.1:0"
-	p.Store = e.Store
-	p.Upstream, _ = url.Parse(simSrv.URL)
-	p.UpstreamKey = "sk_test_upstream_secret"
-	p.AdminToken = adminToken
-	p.Simulated = true
-	p.Logger = slog.New(slog.DiscardHandler)
-	if err := p.Open(); err != nil {
-		tb.Fatal(err)
-	}
-	e.Proxy = p
-	tb.Cleanup(func() {
-		p.Close()
-		e.Store.Close()
-	})
-	e.VaultKey = e.createKey(tb, `{"daily_usd_cap":100000,"label":"jetstream-test"}`)
+	var simURL string
+	e.Sim, simURL = kbtest.Simulator(tb, stripesim.Options{})
+	e.Proxy = kbtest.Proxy(tb, simURL, nil)
+	e.Store = e.Proxy.Store.(*sqlite.Store)
+	_, e.VaultKey = kbtest.VaultKey(tb, e.Proxy.URL(), `{"daily_usd_cap":100000,"label":"jetstream-test"}`)
 
 	js := e.JS(tb)
 	ctx := context.Background()
@@ -127,29 +82,6 @@ func MustEnv(tb testing.TB) *Env {
 		tb.Fatal(err)
 	}
 	return e
-}
-
-func (e *Env) createKey(tb testing.TB, body string) string {
-	tb.Helper()
-	req, _ := http.NewRequest("POST", e.Proxy.URL()+"/vault/keys", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		tb.Fatalf("create key: %d %s", resp.StatusCode, out)
-	}
-	var v struct {
-		VaultKey string `json:"vault_key"`
-	}
-	if err := json.Unmarshal(out, &v); err != nil {
-		tb.Fatal(err)
-	}
-	return v.VaultKey
 }
 
 // Conn returns a new connection to the server, named name.

@@ -2,23 +2,15 @@ package zmq_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/keybrake/keybrake/billing"
 	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/sqlite"
-	"github.com/keybrake/keybrake/stripe"
 	"github.com/keybrake/keybrake/stripesim"
 	"github.com/keybrake/keybrake/zmq"
 )
@@ -37,24 +29,7 @@ const lease = time.Minute
 
 // Clock is an injected clock shared by the ledger, the proxy and the
 // simulator.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type Clock = kbtest.Clock
 
 // Env is the billing stack behind every ZeroMQ test: the Stripe simulator,
 // the keybrake proxy in front of it on 127.0.0.1:0 with a SQLite store, a
@@ -71,81 +46,16 @@ type Env struct {
 // MustEnv starts an Env; t.Cleanup closes it.
 func MustEnv(tb testing.TB) *Env {
 	tb.Helper()
-	clock := &Clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	sim, err := stripesim.New(stripesim.Options{Now: clock.Now})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	simSrv := httptest.NewServer(sim)
-	tb.Cleanup(simSrv.Close)
-
-	dir := tb.TempDir()
-	store, err := sqlite.Open(filepath.Join(dir, "keybrake.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ledger, err := sqlite.Open(filepath.Join(dir, "ledger.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	up, err := url.Parse(simSrv.URL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	logger := testLogger()
-	p := khttp.NewServer()
-	p.Addr = "127.0.0.1:0"
-	p.Store = store
-	p.Upstream = up
-	p.UpstreamKey = "sk_test_upstream_secret_do_not_leak"
-	p.AdminToken = "kbadm_zmq_test"
-	p.Now = clock.Now
-	p.Simulated = true
-	p.Logger = logger
-	p.Rates = stripe.Rates{}
-	if err := p.Open(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		p.Close()
-		store.Close()
-		ledger.Close()
+	clock := kbtest.NewClock(kbtest.T0)
+	sim, simURL := kbtest.Simulator(tb, stripesim.Options{Now: clock.Now})
+	logger := kbtest.Logger()
+	p := kbtest.Proxy(tb, simURL, func(p *khttp.Server) {
+		p.Now = clock.Now
+		p.Logger = logger
 	})
-	e := &Env{Sim: sim, Proxy: p, Ledger: ledger, Clock: clock, Logger: logger}
-	e.VaultKey = e.createKey(tb)
+	e := &Env{Sim: sim, Proxy: p, Ledger: kbtest.SQLite(tb, "ledger.db"), Clock: clock, Logger: logger}
+	_, e.VaultKey = kbtest.VaultKey(tb, p.URL(), `{"total_usd_cap":100000,"label":"zmq-test"}`)
 	return e
-}
-
-// testLogger discards logs unless KEYBRAKE_TEST_LOG is set.
-func testLogger() *slog.Logger {
-	if os.Getenv("KEYBRAKE_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// createKey creates a vault key with room for every test's charges.
-func (e *Env) createKey(tb testing.TB) string {
-	tb.Helper()
-	req, err := http.NewRequest("POST", e.Proxy.URL()+"/vault/keys", strings.NewReader(`{"total_usd_cap":100000,"label":"zmq-test"}`))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer kbadm_zmq_test")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var v struct {
-		VaultKey string `json:"vault_key"`
-	}
-	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &v) != nil || v.VaultKey == "" {
-		tb.Fatalf("create vault key: %d %s", resp.StatusCode, body)
-	}
-	return v.VaultKey
 }
 
 // Charger returns the Charger every worker uses: stripe-go through the

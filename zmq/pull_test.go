@@ -2,6 +2,7 @@ package zmq_test
 
 import (
 	"context"
+	"github.com/keybrake/keybrake/internal/kbtest"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 func producer(tb testing.TB, ackEndpoint string) *zmq.Producer {
 	tb.Helper()
 	return MustOpen(tb, &zmq.Producer{Endpoint: "tcp://127.0.0.1:1", AckEndpoint: ackEndpoint,
-		AckTimeout: 300 * time.Millisecond, MaxAttempts: 60, MaxDelay: 20 * time.Millisecond, Logger: testLogger()})
+		AckTimeout: 300 * time.Millisecond, MaxAttempts: 60, MaxDelay: 20 * time.Millisecond, Logger: kbtest.Logger()})
 }
 
 // pullWorker opens a PullWorker binding endpoint and acking to p.

@@ -3,6 +3,7 @@ package zmq_test
 import (
 	"context"
 	"fmt"
+	"github.com/keybrake/keybrake/internal/kbtest"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 // dealerClient returns a DEALER client with a short reply timeout.
 func dealerClient(tb testing.TB, endpoint string) *zmq.DealerClient {
-	c := &zmq.DealerClient{Endpoint: endpoint, Timeout: 300 * time.Millisecond, MaxAttempts: 60, MaxDelay: 20 * time.Millisecond, Logger: testLogger()}
+	c := &zmq.DealerClient{Endpoint: endpoint, Timeout: 300 * time.Millisecond, MaxAttempts: 60, MaxDelay: 20 * time.Millisecond, Logger: kbtest.Logger()}
 	tb.Cleanup(func() { c.Close() })
 	return c
 }
