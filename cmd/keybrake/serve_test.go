@@ -170,7 +170,7 @@ func TestHelp(t *testing.T) {
 	if err := main.Run(context.Background(), []string{"help"}, env); err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range []string{"serve", "stripesim", "bench", "worker", "publish", "reconcile", "broker"} {
+	for _, cmd := range []string{"serve", "stripesim", "bench", "worker", "publish", "reconcile", "broker", "keys", "chaos"} {
 		if !strings.Contains(out.String(), cmd) {
 			t.Fatalf("help lacks %s:\n%s", cmd, out)
 		}

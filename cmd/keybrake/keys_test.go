@@ -1,0 +1,70 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	main "github.com/keybrake/keybrake/cmd/keybrake"
+)
+
+// keybrake keys drives the admin API of a running serve: create, show,
+// update, list, revoke, events, and precise errors for bad use.
+func TestKeys(t *testing.T) {
+	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys"})
+	vars := map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys", "KEYBRAKE_URL": m.HTTP.URL()}
+	run := func(args ...string) (string, error) {
+		env, out := testEnv(vars)
+		err := main.Run(context.Background(), append([]string{"keys"}, args...), env)
+		return out.String(), err
+	}
+	out, err := run("create", `{"label":"agent-7","daily_usd_cap":25}`)
+	if err != nil {
+		t.Fatalf("create: %v %s", err, out)
+	}
+	var k struct {
+		ID       string `json:"id"`
+		VaultKey string `json:"vault_key"`
+	}
+	if err := json.Unmarshal([]byte(out), &k); err != nil || !strings.HasPrefix(k.VaultKey, "vault_key_") {
+		t.Fatalf("create printed %s", out)
+	}
+	if out, err := run("update", k.ID, `{"daily_usd_cap":10}`); err != nil || !strings.Contains(out, `"daily_usd_cap": 10.00`) {
+		t.Fatalf("update: %v %s", err, out)
+	}
+	if out, err := run("show", k.ID); err != nil || strings.Contains(out, k.VaultKey) || !strings.Contains(out, `"remaining_usd": 10.00`) {
+		t.Fatalf("show: %v %s", err, out)
+	}
+	if out, err := run("list", "--limit", "5"); err != nil || !strings.Contains(out, k.ID) {
+		t.Fatalf("list: %v %s", err, out)
+	}
+	if out, err := run("revoke", k.ID); err != nil || !strings.Contains(out, `"revoked_at": "`) {
+		t.Fatalf("revoke: %v %s", err, out)
+	}
+	if out, err := run("events", k.ID); err != nil || !strings.Contains(out, `"data"`) {
+		t.Fatalf("events: %v %s", err, out)
+	}
+	for name, args := range map[string][]string{
+		"ErrNoAction":    {},
+		"ErrUnknown":     {"delete", k.ID},
+		"ErrBadID":       {"show", "../vault"},
+		"ErrBadJSON":     {"create", "{"},
+		"ErrAPIRefusal":  {"create", `{"dayly_usd_cap":5}`},
+		"ErrNotFound":    {"show", "vk_missing"},
+		"ErrLimit":       {"list", "--limit", "0"},
+		"ErrUpdateNoArg": {"update", k.ID},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := run(args...); err == nil {
+				t.Fatalf("keys %v: no error", args)
+			}
+		})
+	}
+	t.Run("ErrNoToken", func(t *testing.T) {
+		env, _ := testEnv(map[string]string{"KEYBRAKE_URL": m.HTTP.URL()})
+		if err := main.Run(context.Background(), []string{"keys", "list"}, env); err == nil || !strings.Contains(err.Error(), "KEYBRAKE_ADMIN_TOKEN") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
