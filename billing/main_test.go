@@ -11,7 +11,6 @@ import (
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/billing"
 	"github.com/keybrake/keybrake/internal/kbtest"
-	"github.com/keybrake/keybrake/sqlite"
 	"github.com/keybrake/keybrake/stripesim"
 )
 
@@ -28,16 +27,22 @@ type Env struct {
 	Clock   *Clock
 	Sim     *stripesim.Server
 	SimURL  string
-	Ledger  *sqlite.Store
+	Ledger  keybrake.Ledger
 	Charger *billing.StripeCharger
 }
 
-// MustEnv starts an Env; t.Cleanup stops it.
+// MustEnv starts an Env on a SQLite ledger; t.Cleanup stops it.
 func MustEnv(tb testing.TB) *Env {
+	tb.Helper()
+	return MustEnvWith(tb, kbtest.SQLite(tb, "ledger.db"))
+}
+
+// MustEnvWith starts an Env on the given ledger.
+func MustEnvWith(tb testing.TB, ledger keybrake.Ledger) *Env {
 	tb.Helper()
 	clock := kbtest.NewClock(T0)
 	sim, simURL := kbtest.Simulator(tb, stripesim.Options{Now: clock.Now})
-	return &Env{Clock: clock, Sim: sim, SimURL: simURL, Ledger: kbtest.SQLite(tb, "ledger.db"),
+	return &Env{Clock: clock, Sim: sim, SimURL: simURL, Ledger: ledger,
 		Charger: &billing.StripeCharger{BaseURL: simURL, Key: "sk_test_billing"}}
 }
 

@@ -2,85 +2,34 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/postgres"
 	"github.com/keybrake/keybrake/storetest"
 )
 
-// MustServerDSN returns the DSN of the test server from
-// KEYBRAKE_TEST_POSTGRES (scripts/pg start prints it). Without it the test is
-// skipped, unless KEYBRAKE_REQUIRE_POSTGRES=1 (CI), which fails it.
+// MustServerDSN returns the DSN of the test server (kbtest.PostgresServerDSN).
 func MustServerDSN(tb testing.TB) string {
 	tb.Helper()
-	dsn := os.Getenv("KEYBRAKE_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("KEYBRAKE_REQUIRE_POSTGRES") == "1" {
-			tb.Fatal("KEYBRAKE_TEST_POSTGRES is not set but KEYBRAKE_REQUIRE_POSTGRES=1; run the tests under `scripts/pg run -- go test ./postgres/`")
-		}
-		tb.Skip("KEYBRAKE_TEST_POSTGRES is not set; run `scripts/pg run -- go test ./postgres/` to test against PostgreSQL")
-	}
-	return dsn
+	return kbtest.PostgresServerDSN(tb)
 }
 
-// MustDatabase creates a fresh, empty schema in the database of serverDSN,
-// drops it when the test ends, and returns a DSN whose search_path selects
-// it: as isolated as a database for the store, and ten times faster to make.
+// MustDatabase returns a DSN selecting a fresh schema (kbtest.PostgresSchema).
 func MustDatabase(tb testing.TB, serverDSN string) string {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b := make([]byte, 8)
-	rand.Read(b)
-	name := "test_" + hex.EncodeToString(b)
-
-	conn, err := pgx.Connect(ctx, serverDSN)
-	if err != nil {
-		tb.Fatalf("connect to the test server: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		tb.Fatalf("create schema %s: %v", name, err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, serverDSN)
-		if err != nil {
-			tb.Errorf("connect to drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
-			tb.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return withParam(serverDSN, "search_path", name)
+	return kbtest.PostgresSchema(tb, serverDSN)
 }
 
 // withParam returns dsn with one more URL query parameter (or keyword).
-func withParam(dsn, key, value string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		return dsn + sep + key + "=" + url.QueryEscape(value)
-	}
-	return dsn + " " + key + "=" + value
-}
+func withParam(dsn, key, value string) string { return kbtest.WithParam(dsn, key, value) }
 
 // MustOpen opens a Store on dsn and closes it when the test ends.
 func MustOpen(tb testing.TB, dsn string) *postgres.Store {
