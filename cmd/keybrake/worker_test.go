@@ -73,8 +73,12 @@ func TestWorker_EndToEnd(t *testing.T) {
 			t.Fatalf("worker exited: %v\n%s", err, log)
 		default:
 		}
+		// The channel's counters alone can read empty while a message moves
+		// from its queue to in-flight: wait for the five outcomes upstream
+		// too (a missing one fails the test here, by the deadline).
 		c := channelStats(n, "billing", "keybrake")
-		return c.MessageCount == 6 && c.Depth == 0 && c.InFlightCount == 0 && c.DeferredCount == 0
+		return c.MessageCount == 6 && c.Depth == 0 && c.InFlightCount == 0 && c.DeferredCount == 0 &&
+			len(m.Sim.GroundTruth().Charges) >= 5
 	})
 	cancel() // SIGTERM
 	if err := Receive(t, done); err != nil {
