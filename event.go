@@ -45,6 +45,9 @@ type EventFilter struct {
 type EventService interface {
 	// AddEvent appends e, setting its ID.
 	AddEvent(ctx context.Context, e *Event) error
+	// AddEvents appends events in one write, setting their IDs in order;
+	// if it fails, none was added.
+	AddEvents(ctx context.Context, events []*Event) error
 	// FindEvents returns a page of events and whether more follow.
 	FindEvents(ctx context.Context, f EventFilter) ([]*Event, bool, error)
 }

@@ -23,12 +23,6 @@ const auditBatch = 512
 // request. The admin API flushes before it reads, so nobody waits for it.
 const auditLinger = 20 * time.Millisecond
 
-// eventBatcher is implemented by stores that can append many events in one
-// transaction (both of keybrake's do).
-type eventBatcher interface {
-	AddEvents(ctx context.Context, events []*keybrake.Event) error
-}
-
 // auditLog writes audit events in the background, many per transaction, so
 // a request does not wait for a write of its own: on SQLite's single writer
 // that write would serialise every request, reads included. The money
@@ -169,18 +163,28 @@ func (a *auditLog) drain(batch []*keybrake.Event, max int) []*keybrake.Event {
 }
 
 func (a *auditLog) write(batch []*keybrake.Event) {
+	if len(batch) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if b, ok := a.store.(eventBatcher); ok && len(batch) > 1 {
-		if err := b.AddEvents(ctx, batch); err == nil {
-			return
-		} else {
-			a.logger.Error("audit batch failed; writing one by one", "events", len(batch), "err", err)
-		}
+	err := a.store.AddEvents(ctx, batch)
+	if err == nil {
+		return
 	}
+	if len(batch) == 1 {
+		a.lost(batch[0], err)
+		return
+	}
+	// One bad event must not lose the batch: write them one by one.
+	a.logger.Error("audit batch failed; writing one by one", "events", len(batch), "err", err)
 	for _, e := range batch {
 		if err := a.store.AddEvent(ctx, e); err != nil {
-			a.logger.Error("audit event lost", "key_id", e.KeyID, "request_id", e.RequestID, "operation", e.Operation, "decision", e.Decision, "err", err)
+			a.lost(e, err)
 		}
 	}
+}
+
+func (a *auditLog) lost(e *keybrake.Event, err error) {
+	a.logger.Error("audit event lost", "key_id", e.KeyID, "request_id", e.RequestID, "operation", e.Operation, "decision", e.Decision, "err", err)
 }

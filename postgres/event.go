@@ -16,19 +16,7 @@ const defaultEventLimit = 10
 
 // AddEvent appends e, setting its ID (and its Time, if zero, to Now).
 func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
-	if e.Time.IsZero() {
-		e.Time = s.Now()
-	}
-	e.Time = ts(e.Time)
-	err := s.pool.QueryRow(ctx, `INSERT INTO events (key_id, time, operation, method, path, amount, currency, micros,
-		decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id`,
-		e.KeyID, e.Time, e.Operation, e.Method, e.Path, e.Amount, e.Currency, int64(e.Micros),
-		e.Decision, e.Reason, e.UpstreamStatus, e.ObjectID, e.RequestID, e.IdempotencyKey, e.ReservationID).Scan(&e.ID)
-	if err != nil {
-		return s.wrap("add event", err)
-	}
-	return nil
+	return s.AddEvents(ctx, []*keybrake.Event{e})
 }
 
 // FindEvents returns a page of the key's events, newest first, and whether

@@ -15,17 +15,7 @@ const qInsertEvent = `INSERT INTO events (key_id, time, operation, method, path,
 
 // AddEvent appends e to the audit log and sets e.ID. IDs only grow.
 func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
-	// One statement needs no transaction of its own: it runs on the writer
-	// connection and commits alone.
-	var id int64
-	if err := s.wstmts[qInsertEvent].QueryRowContext(ctx,
-		e.KeyID, e.Time.UnixMicro(), e.Operation, e.Method, e.Path, e.Amount, e.Currency,
-		int64(e.Micros), e.Decision, e.Reason, e.UpstreamStatus, e.ObjectID, e.RequestID, e.IdempotencyKey, e.ReservationID,
-	).Scan(&id); err != nil {
-		return wrap(err, "add event for key %s", e.KeyID)
-	}
-	e.ID = id
-	return nil
+	return s.AddEvents(ctx, []*keybrake.Event{e})
 }
 
 // FindEvents returns a page of a key's events, newest first, and whether

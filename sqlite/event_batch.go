@@ -8,12 +8,11 @@ import (
 )
 
 // AddEvents appends events in one write, setting their IDs in order. The
-// proxy's audit log batches through it, and the write joins the group
-// commit of reservations, so a busy proxy pays one commit for both.
+// write joins the group commit of reservations, so a busy proxy pays one
+// commit for both; a lone event commits by itself.
 func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 	ids := make([]int64, len(events))
-	err := s.batch.write(ctx, func(tx *sql.Tx) error {
-		st := tx.Stmt(s.wstmts[qInsertEvent])
+	insert := func(st *sql.Stmt) error {
 		for i, e := range events {
 			if err := st.QueryRow(
 				e.KeyID, e.Time.UnixMicro(), e.Operation, e.Method, e.Path, e.Amount, e.Currency,
@@ -23,7 +22,12 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 			}
 		}
 		return nil
-	})
+	}
+	var alone func() error
+	if len(events) == 1 {
+		alone = func() error { return insert(s.wstmts[qInsertEvent]) }
+	}
+	err := s.batch.writeAlone(ctx, func(tx *sql.Tx) error { return insert(tx.Stmt(s.wstmts[qInsertEvent])) }, alone)
 	if err != nil {
 		return err
 	}
