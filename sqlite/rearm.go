@@ -26,41 +26,12 @@ const qRearm = `UPDATE reservations SET state = 'reserved', micros = ?2, settled
 // Idempotency-Key, checking every cap against the new amount in the windows
 // of args.Now. See keybrake.SpendService.
 func (s *Store) Rearm(ctx context.Context, args keybrake.ReserveArgs) (keybrake.ReserveResult, error) {
-	in := args.Reservation
-	if err := validateReservation(in); err != nil {
-		return keybrake.ReserveResult{}, err
-	}
-	now := args.Now
-	if now.IsZero() {
-		now = s.now()
-	}
-	now = dbTime(now)
-	var res keybrake.ReserveResult
-	err := s.batch.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		res, err = s.rearm(context.Background(), tx, in, now)
-		return err
-	})
-	if err != nil {
-		return keybrake.ReserveResult{}, err
-	}
-	return res, nil
+	return s.decide(ctx, args, "rearm", s.rearm)
 }
 
 func (s *Store) rearm(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
-	tz, _ := s.zones.Load(in.KeyID)
-	guess, _ := tz.(string)
-	st, err := s.readForReserve(ctx, tx, in, guess, now)
+	st, err := s.usableState(ctx, tx, in, now)
 	if err != nil {
-		return keybrake.ReserveResult{}, err
-	}
-	if st.key.Timezone != guess {
-		s.zones.Store(in.KeyID, st.key.Timezone)
-		if st, err = s.readForReserve(ctx, tx, in, st.key.Timezone, now); err != nil {
-			return keybrake.ReserveResult{}, err
-		}
-	}
-	if err := st.key.Usable(now); err != nil {
 		return keybrake.ReserveResult{}, err
 	}
 	if !st.replayID.Valid {
@@ -83,6 +54,5 @@ func (s *Store) rearm(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation,
 	if err != nil {
 		return keybrake.ReserveResult{}, wrap(err, "rearm %s", id)
 	}
-	*in = *out
-	return keybrake.ReserveResult{Reservation: in}, nil
+	return keybrake.ReserveResult{Reservation: out}, nil
 }

@@ -60,6 +60,14 @@ var (
 // revoked or expired one, EINVALID for a negative amount or a missing
 // Idempotency-Key, ECONFLICT for a given ID already taken.
 func (s *Store) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrake.ReserveResult, error) {
+	return s.decide(ctx, args, "reserve", s.reserve)
+}
+
+// decide runs a reservation decision (reserve or rearm) for args in the
+// next group commit. A reservation it records or changes is copied back
+// into args.Reservation, which the result then holds.
+func (s *Store) decide(ctx context.Context, args keybrake.ReserveArgs, op string,
+	fn func(context.Context, *sql.Tx, *keybrake.Reservation, time.Time) (keybrake.ReserveResult, error)) (keybrake.ReserveResult, error) {
 	in := args.Reservation
 	if err := validateReservation(in); err != nil {
 		return keybrake.ReserveResult{}, err
@@ -73,12 +81,12 @@ func (s *Store) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrak
 	var res keybrake.ReserveResult
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, err = s.reserve(context.Background(), tx, in, now)
+		res, err = fn(context.Background(), tx, in, now)
 		return err
 	})
 	if err != nil {
 		if keybrake.ErrorCode(err) == keybrake.EINTERNAL {
-			err = wrap(err, "reserve on key %s", in.KeyID)
+			err = wrap(err, "%s on key %s", op, in.KeyID)
 		}
 		return keybrake.ReserveResult{}, err
 	}
@@ -104,21 +112,8 @@ func validateReservation(in *keybrake.Reservation) error {
 
 // reserve is Reserve inside tx; the caller commits only a new reservation.
 func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
-	// The buckets depend on the key's zone, which the read returns: guess
-	// it from the last Reserve on this key, and read again if it changed.
-	tz, _ := s.zones.Load(in.KeyID)
-	guess, _ := tz.(string)
-	st, err := s.readForReserve(ctx, tx, in, guess, now)
+	st, err := s.usableState(ctx, tx, in, now)
 	if err != nil {
-		return keybrake.ReserveResult{}, err
-	}
-	if st.key.Timezone != guess {
-		s.zones.Store(in.KeyID, st.key.Timezone)
-		if st, err = s.readForReserve(ctx, tx, in, st.key.Timezone, now); err != nil {
-			return keybrake.ReserveResult{}, err
-		}
-	}
-	if err := st.key.Usable(now); err != nil {
 		return keybrake.ReserveResult{}, err
 	}
 	if st.replayID.Valid {
@@ -147,6 +142,29 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 		return keybrake.ReserveResult{}, wrap(err, "reserve on key %s", in.KeyID)
 	}
 	return keybrake.ReserveResult{Reservation: &r}, nil
+}
+
+// usableState reads, inside tx, what a reservation of in at now decides on,
+// and returns EUNAUTHORIZED if the key can no longer be used. The buckets
+// depend on the key's zone, which the read returns: it is guessed from the
+// last reservation on this key, and read again if it changed.
+func (s *Store) usableState(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation, now time.Time) (*reserveState, error) {
+	tz, _ := s.zones.Load(in.KeyID)
+	guess, _ := tz.(string)
+	st, err := s.readForReserve(ctx, tx, in, guess, now)
+	if err != nil {
+		return nil, err
+	}
+	if st.key.Timezone != guess {
+		s.zones.Store(in.KeyID, st.key.Timezone)
+		if st, err = s.readForReserve(ctx, tx, in, st.key.Timezone, now); err != nil {
+			return nil, err
+		}
+	}
+	if err := st.key.Usable(now); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // reserveState is what Reserve reads before deciding.
