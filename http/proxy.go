@@ -617,8 +617,6 @@ func nowSince(c *call) float64 {
 	return time.Since(c.start).Seconds()
 }
 
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
 // bufferPool recycles ReverseProxy's copy buffers; Stripe responses are
 // small, and a fresh 32 KiB buffer per request is most of the proxy's
 // garbage.

@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -66,7 +67,7 @@ func (s *Server) resolveOne(ctx context.Context, rsv *keybrake.Reservation) (boo
 	}
 	status, body, err := s.replay(ctx, rsv)
 	if err != nil {
-		return false, s.markUncertain(ctx, rsv, 0, "resolver replay failed: "+upstreamErrorKind(err))
+		return false, s.leaveUncertain(ctx, rsv, 0, "resolver replay failed: "+upstreamErrorKind(err))
 	}
 	obj := parseObject(body)
 	switch {
@@ -74,11 +75,11 @@ func (s *Server) resolveOne(ctx context.Context, rsv *keybrake.Reservation) (boo
 		amount, currency, micros := s.proxy.actual(rsv, obj)
 		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateSettled, Amount: amount, Currency: currency, SettledMicros: micros, ObjectID: obj.ID, UpstreamStatus: status, Now: s.Now()}, "resolver: settled by idempotent replay")
 	case status == http.StatusConflict || status == http.StatusTooManyRequests:
-		return false, s.markUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
+		return false, s.leaveUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
 	case status >= 400 && status < 500:
 		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateReleased, ObjectID: obj.ID, UpstreamStatus: status, Now: s.Now()}, fmt.Sprintf("resolver: released, upstream answered %d", status))
 	default:
-		return false, s.markUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
+		return false, s.leaveUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
 	}
 }
 
@@ -130,7 +131,7 @@ func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation)
 	case strings.HasPrefix(rsv.Operation, "payment_intents.create"):
 		resource = "payment_intents"
 	default:
-		return false, s.markUncertain(ctx, rsv, 0, "resolver: past the idempotency window and not searchable; an operator must reconcile it")
+		return false, s.leaveUncertain(ctx, rsv, 0, "resolver: past the idempotency window and not searchable; an operator must reconcile it")
 	}
 	u := *s.Upstream
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/" + resource + "/search"
@@ -145,13 +146,13 @@ func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation)
 	}
 	status, body, err := s.roundTrip(req)
 	if err != nil || status != http.StatusOK {
-		return false, s.markUncertain(ctx, rsv, status, "resolver: search failed; will retry")
+		return false, s.leaveUncertain(ctx, rsv, status, "resolver: search failed; will retry")
 	}
 	var result struct {
 		Data []object `json:"data"`
 	}
-	if err := jsonUnmarshal(body, &result); err != nil {
-		return false, s.markUncertain(ctx, rsv, status, "resolver: unreadable search result; will retry")
+	if err := json.Unmarshal(body, &result); err != nil {
+		return false, s.leaveUncertain(ctx, rsv, status, "resolver: unreadable search result; will retry")
 	}
 	if len(result.Data) == 0 {
 		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateReleased, UpstreamStatus: status, Now: s.Now()}, "resolver: no object found by metadata after the idempotency window; released")
@@ -160,15 +161,16 @@ func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation)
 	return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateSettled, Amount: amount, Currency: currency, SettledMicros: micros, ObjectID: result.Data[0].ID, UpstreamStatus: status, Now: s.Now()}, "resolver: settled from the object found by metadata")
 }
 
-func (s *Server) markUncertain(ctx context.Context, rsv *keybrake.Reservation, status int, reason string) error {
+// leaveUncertain keeps a reservation the resolver could not settle counted
+// for the next pass, marking a stale "reserved" one uncertain, and logs why.
+// It returns an error only if the store failed.
+func (s *Server) leaveUncertain(ctx context.Context, rsv *keybrake.Reservation, status int, reason string) error {
+	s.logger().Warn("reservation still uncertain; will retry", "reservation", rsv.ID, "reason", reason)
 	if rsv.State == keybrake.StateUncertain {
-		return fmt.Errorf("%s", reason)
+		return nil
 	}
 	_, err := s.Store.Settle(ctx, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateUncertain, UpstreamStatus: status, Now: s.Now()})
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("%s", reason)
+	return err
 }
 
 func (s *Server) finish(ctx context.Context, rsv *keybrake.Reservation, args keybrake.SettleArgs, reason string) error {
