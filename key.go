@@ -128,6 +128,58 @@ type KeyUpdate struct {
 	ExpiresAt         *time.Time
 }
 
+// Apply changes k as upd says. Caps and the expiry are copied, so k shares
+// no pointer with upd.
+func (k *Key) Apply(upd KeyUpdate) {
+	if upd.Label != nil {
+		k.Label = *upd.Label
+	}
+	for _, c := range []struct {
+		set bool
+		dst **Micros
+		src *Micros
+	}{
+		{upd.SetPerRequest, &k.PerRequest, upd.PerRequest},
+		{upd.SetDaily, &k.Daily, upd.Daily},
+		{upd.SetMonthly, &k.Monthly, upd.Monthly},
+		{upd.SetTotal, &k.Total, upd.Total},
+	} {
+		if c.set {
+			*c.dst = nil
+			if c.src != nil {
+				v := *c.src
+				*c.dst = &v
+			}
+		}
+	}
+	for _, l := range []struct {
+		dst *[]string
+		src *[]string
+	}{
+		{&k.AllowedEndpoints, upd.AllowedEndpoints},
+		{&k.AllowedCustomers, upd.AllowedCustomers},
+		{&k.AllowedAccounts, upd.AllowedAccounts},
+		{&k.AllowedCurrencies, upd.AllowedCurrencies},
+	} {
+		if l.src != nil {
+			*l.dst = *l.src
+		}
+	}
+	if upd.AllowUnpriced != nil {
+		k.AllowUnpriced = *upd.AllowUnpriced
+	}
+	if upd.Metadata != nil {
+		k.Metadata = *upd.Metadata
+	}
+	if upd.SetExpiresAt {
+		k.ExpiresAt = nil
+		if upd.ExpiresAt != nil {
+			t := *upd.ExpiresAt
+			k.ExpiresAt = &t
+		}
+	}
+}
+
 // KeyService stores vault keys.
 type KeyService interface {
 	// CreateKey stores a new key. Returns ECONFLICT if the ID or the secret

@@ -298,6 +298,8 @@ func applyFields(fields map[string]json.RawMessage, k *keybrake.Key, upd *keybra
 		}
 	}
 	if create {
+		// A new key is the empty key with the fields applied as an update.
+		k.Apply(*upd)
 		if k.Timezone == "" {
 			k.Timezone = "UTC"
 		}
@@ -305,8 +307,51 @@ func applyFields(fields map[string]json.RawMessage, k *keybrake.Key, upd *keybra
 	return nil
 }
 
+// applyField validates one admin field into upd; the fields that exist
+// only at creation (vendor, timezone) go to k.
 func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake.KeyUpdate, create bool) error {
 	isNull := string(raw) == "null"
+	caps := map[string]struct {
+		set *bool
+		cap **keybrake.Micros
+	}{
+		"per_request_usd_cap": {&upd.SetPerRequest, &upd.PerRequest},
+		"daily_usd_cap":       {&upd.SetDaily, &upd.Daily},
+		"monthly_usd_cap":     {&upd.SetMonthly, &upd.Monthly},
+		"total_usd_cap":       {&upd.SetTotal, &upd.Total},
+	}
+	lists := map[string]**[]string{
+		"allowed_endpoints":  &upd.AllowedEndpoints,
+		"allowed_customers":  &upd.AllowedCustomers,
+		"allowed_accounts":   &upd.AllowedAccounts,
+		"allowed_currencies": &upd.AllowedCurrencies,
+	}
+	if c, ok := caps[name]; ok {
+		var cap *keybrake.Micros
+		if !isNull {
+			var m keybrake.Micros
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return keybrake.ErrorParam(name, "%s must be a non-negative dollar amount with at most 6 decimals, like 250 or 0.50: %s", name, keybrake.ErrorMessage(err))
+			}
+			cap = &m
+		}
+		*c.set, *c.cap = true, cap
+		return nil
+	}
+	if dst, ok := lists[name]; ok {
+		var list []string
+		if !isNull {
+			if err := json.Unmarshal(raw, &list); err != nil {
+				return keybrake.ErrorParam(name, "%s must be a list of strings.", name)
+			}
+		}
+		list, err := validateList(name, list)
+		if err != nil {
+			return err
+		}
+		*dst = &list
+		return nil
+	}
 	switch name {
 	case "vendor":
 		var v string
@@ -321,33 +366,7 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 		if err != nil {
 			return err
 		}
-		if create {
-			k.Label = v
-		} else {
-			upd.Label = &v
-		}
-	case "daily_usd_cap", "monthly_usd_cap", "total_usd_cap", "per_request_usd_cap":
-		var cap *keybrake.Micros
-		if !isNull {
-			var m keybrake.Micros
-			if err := json.Unmarshal(raw, &m); err != nil {
-				return keybrake.ErrorParam(name, "%s must be a non-negative dollar amount with at most 6 decimals, like 250 or 0.50: %s", name, keybrake.ErrorMessage(err))
-			}
-			cap = &m
-		}
-		applyCap(name, cap, k, upd, create)
-	case "allowed_endpoints", "allowed_customers", "allowed_accounts", "allowed_currencies":
-		var list []string
-		if !isNull {
-			if err := json.Unmarshal(raw, &list); err != nil {
-				return keybrake.ErrorParam(name, "%s must be a list of strings.", name)
-			}
-		}
-		list, err := validateList(name, list)
-		if err != nil {
-			return err
-		}
-		applyList(name, list, k, upd, create)
+		upd.Label = &v
 	case "timezone":
 		v, err := decodeString(name, raw, 64)
 		if err != nil {
@@ -365,11 +384,7 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return keybrake.ErrorParam(name, "allow_unpriced must be true or false.")
 		}
-		if create {
-			k.AllowUnpriced = v
-		} else {
-			upd.AllowUnpriced = &v
-		}
+		upd.AllowUnpriced = &v
 	case "metadata":
 		var m map[string]string
 		if !isNull {
@@ -385,11 +400,7 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 				return keybrake.ErrorParam(name, "metadata keys must be 1 to 40 characters and values at most 500.")
 			}
 		}
-		if create {
-			k.Metadata = m
-		} else {
-			upd.Metadata = &m
-		}
+		upd.Metadata = &m
 	case "expires_at":
 		var t *time.Time
 		if !isNull {
@@ -400,11 +411,7 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 			v = v.UTC().Truncate(time.Microsecond)
 			t = &v
 		}
-		if create {
-			k.ExpiresAt = t
-		} else {
-			upd.SetExpiresAt, upd.ExpiresAt = true, t
-		}
+		upd.SetExpiresAt, upd.ExpiresAt = true, t
 	default:
 		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, metadata, expires_at.", name)
 	}
@@ -420,63 +427,6 @@ func decodeString(name string, raw json.RawMessage, max int) (string, error) {
 		return "", keybrake.ErrorParam(name, "%s is longer than %d characters.", name, max)
 	}
 	return v, nil
-}
-
-func applyCap(name string, cap *keybrake.Micros, k *keybrake.Key, upd *keybrake.KeyUpdate, create bool) {
-	switch name {
-	case "daily_usd_cap":
-		if create {
-			k.Daily = cap
-		} else {
-			upd.SetDaily, upd.Daily = true, cap
-		}
-	case "monthly_usd_cap":
-		if create {
-			k.Monthly = cap
-		} else {
-			upd.SetMonthly, upd.Monthly = true, cap
-		}
-	case "total_usd_cap":
-		if create {
-			k.Total = cap
-		} else {
-			upd.SetTotal, upd.Total = true, cap
-		}
-	case "per_request_usd_cap":
-		if create {
-			k.PerRequest = cap
-		} else {
-			upd.SetPerRequest, upd.PerRequest = true, cap
-		}
-	}
-}
-
-func applyList(name string, list []string, k *keybrake.Key, upd *keybrake.KeyUpdate, create bool) {
-	var dst *[]string
-	if create {
-		switch name {
-		case "allowed_endpoints":
-			dst = &k.AllowedEndpoints
-		case "allowed_customers":
-			dst = &k.AllowedCustomers
-		case "allowed_accounts":
-			dst = &k.AllowedAccounts
-		case "allowed_currencies":
-			dst = &k.AllowedCurrencies
-		}
-		*dst = list
-		return
-	}
-	switch name {
-	case "allowed_endpoints":
-		upd.AllowedEndpoints = &list
-	case "allowed_customers":
-		upd.AllowedCustomers = &list
-	case "allowed_accounts":
-		upd.AllowedAccounts = &list
-	case "allowed_currencies":
-		upd.AllowedCurrencies = &list
-	}
 }
 
 var opNamePattern = regexp.MustCompile(`^[a-z_]+(\.[a-z_]+)+$`)

@@ -129,7 +129,7 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 		if k, err = lockKey(ctx, tx, id); err != nil {
 			return err
 		}
-		applyUpdate(k, upd)
+		k.Apply(upd)
 		k.UpdatedAt = now
 		if err := validateKey(k); err != nil {
 			return err
@@ -201,45 +201,6 @@ func validateKey(k *keybrake.Key) error {
 		}
 	}
 	return nil
-}
-
-func applyUpdate(k *keybrake.Key, upd keybrake.KeyUpdate) {
-	if upd.Label != nil {
-		k.Label = *upd.Label
-	}
-	if upd.SetPerRequest {
-		k.PerRequest = upd.PerRequest
-	}
-	if upd.SetDaily {
-		k.Daily = upd.Daily
-	}
-	if upd.SetMonthly {
-		k.Monthly = upd.Monthly
-	}
-	if upd.SetTotal {
-		k.Total = upd.Total
-	}
-	if upd.AllowedEndpoints != nil {
-		k.AllowedEndpoints = *upd.AllowedEndpoints
-	}
-	if upd.AllowedCustomers != nil {
-		k.AllowedCustomers = *upd.AllowedCustomers
-	}
-	if upd.AllowedAccounts != nil {
-		k.AllowedAccounts = *upd.AllowedAccounts
-	}
-	if upd.AllowedCurrencies != nil {
-		k.AllowedCurrencies = *upd.AllowedCurrencies
-	}
-	if upd.AllowUnpriced != nil {
-		k.AllowUnpriced = *upd.AllowUnpriced
-	}
-	if upd.Metadata != nil {
-		k.Metadata = *upd.Metadata
-	}
-	if upd.SetExpiresAt {
-		k.ExpiresAt = upd.ExpiresAt
-	}
 }
 
 // scanKey reads one row of keyColumns.

@@ -150,7 +150,7 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 	if err != nil {
 		return nil, wrapKeyErr(err, "update key %s", id)
 	}
-	applyUpdate(k, upd)
+	k.Apply(upd)
 	k.UpdatedAt = now
 	normalizeKey(k)
 	if err := updateKey(ctx, tx, k); err != nil {
@@ -191,51 +191,6 @@ func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybr
 	return k, nil
 }
 
-// applyUpdate copies the fields upd sets onto k.
-func applyUpdate(k *keybrake.Key, upd keybrake.KeyUpdate) {
-	if upd.Label != nil {
-		k.Label = *upd.Label
-	}
-	if upd.SetPerRequest {
-		k.PerRequest = copyMicros(upd.PerRequest)
-	}
-	if upd.SetDaily {
-		k.Daily = copyMicros(upd.Daily)
-	}
-	if upd.SetMonthly {
-		k.Monthly = copyMicros(upd.Monthly)
-	}
-	if upd.SetTotal {
-		k.Total = copyMicros(upd.Total)
-	}
-	if upd.AllowedEndpoints != nil {
-		k.AllowedEndpoints = *upd.AllowedEndpoints
-	}
-	if upd.AllowedCustomers != nil {
-		k.AllowedCustomers = *upd.AllowedCustomers
-	}
-	if upd.AllowedAccounts != nil {
-		k.AllowedAccounts = *upd.AllowedAccounts
-	}
-	if upd.AllowedCurrencies != nil {
-		k.AllowedCurrencies = *upd.AllowedCurrencies
-	}
-	if upd.AllowUnpriced != nil {
-		k.AllowUnpriced = *upd.AllowUnpriced
-	}
-	if upd.Metadata != nil {
-		k.Metadata = *upd.Metadata
-	}
-	if upd.SetExpiresAt {
-		if upd.ExpiresAt == nil {
-			k.ExpiresAt = nil
-		} else {
-			t := *upd.ExpiresAt
-			k.ExpiresAt = &t
-		}
-	}
-}
-
 // normalizeKey rounds k's times to what the database keeps: microseconds,
 // in UTC, so a returned key equals the stored one.
 func normalizeKey(k *keybrake.Key) {
@@ -254,14 +209,6 @@ func dbTime(t time.Time) time.Time {
 		return time.Time{}
 	}
 	return fromMicros(t.UnixMicro())
-}
-
-func copyMicros(m *keybrake.Micros) *keybrake.Micros {
-	if m == nil {
-		return nil
-	}
-	v := *m
-	return &v
 }
 
 // updateKey writes every mutable column of k.
