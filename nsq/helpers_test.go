@@ -5,15 +5,11 @@ import (
 	"testing"
 	"time"
 
-	gonsq "github.com/nsqio/go-nsq"
 	"github.com/nsqio/nsq/nsqd"
 
+	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/nsq"
 )
-
-// wait bounds every wait of the tests: long enough for a loaded CI machine,
-// short enough to fail fast.
-const wait = 20 * time.Second
 
 // NSQD is an embedded nsqd on 127.0.0.1:0 with a temp data dir.
 type NSQD struct {
@@ -22,47 +18,18 @@ type NSQD struct {
 	HTTP string
 }
 
-type quietLogger struct{}
-
-func (quietLogger) Output(int, string) error { return nil }
+type quietLogger = kbtest.QuietLogger
 
 // MustNSQD starts an nsqd; mod adjusts its options. t.Cleanup stops it.
 func MustNSQD(tb testing.TB, mod func(*nsqd.Options)) *NSQD {
 	tb.Helper()
-	opts := nsqd.NewOptions()
-	opts.TCPAddress = "127.0.0.1:0"
-	opts.HTTPAddress = "127.0.0.1:0"
-	opts.HTTPSAddress = ""
-	opts.DataPath = tb.TempDir()
-	opts.Logger = quietLogger{}
-	// nsqd looks for new channels with deferred or timed-out messages every
-	// QueueScanRefreshInterval (5s by default): keep redeliveries prompt.
-	opts.QueueScanRefreshInterval = 50 * time.Millisecond
-	opts.QueueScanInterval = 20 * time.Millisecond
-	if mod != nil {
-		mod(opts)
-	}
-	n, err := nsqd.New(opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- n.Main() }()
-	tb.Cleanup(func() {
-		n.Exit()
-		<-errc
-	})
+	n := kbtest.NSQD(tb, mod)
 	return &NSQD{NSQD: n, TCP: n.RealTCPAddr().String(), HTTP: n.RealHTTPAddr().String()}
 }
 
 // Channel returns the stats of topic/channel; zero if it does not exist.
 func (n *NSQD) Channel(topic, channel string) nsqd.ChannelStats {
-	for _, t := range n.GetStats(topic, channel, false).Topics {
-		for _, c := range t.Channels {
-			return c
-		}
-	}
-	return nsqd.ChannelStats{}
+	return kbtest.NSQChannel(n.NSQD, topic, channel)
 }
 
 // MustPublish publishes bodies to topic.
@@ -84,26 +51,7 @@ func MustPublish(tb testing.TB, addr, topic string, bodies ...string) {
 // returns their bodies.
 func Subscribe(tb testing.TB, addr, topic string) <-chan []byte {
 	tb.Helper()
-	out := make(chan []byte, 100)
-	cfg := gonsq.NewConfig()
-	c, err := gonsq.NewConsumer(topic, "test", cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c.SetLoggerLevel(gonsq.LogLevelMax)
-	c.SetLogger(quietLogger{}, gonsq.LogLevelMax)
-	c.AddHandler(gonsq.HandlerFunc(func(m *gonsq.Message) error {
-		out <- m.Body
-		return nil
-	}))
-	if err := c.ConnectToNSQD(addr); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		c.Stop()
-		<-c.StopChan
-	})
-	return out
+	return kbtest.NSQSubscribe(tb, addr, topic)
 }
 
 // MustDeadLetter receives one dead letter from ch.
@@ -116,28 +64,16 @@ func MustDeadLetter(tb testing.TB, ch <-chan []byte) nsq.DeadLetter {
 	return d
 }
 
-// Receive returns the next value of ch, failing after wait.
+// Receive returns the next value of ch, failing after kbtest.Wait.
 func Receive[T any](tb testing.TB, ch <-chan T) T {
 	tb.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wait):
-		tb.Fatalf("nothing received within %s", wait)
-		panic("unreachable")
-	}
+	return kbtest.Receive(tb, ch)
 }
 
-// Eventually waits until cond holds, checking whenever a tick passes.
+// Eventually waits until cond holds, failing after kbtest.Wait.
 func Eventually(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	kbtest.Eventually(tb, what, cond)
 }
 
 // MustOpen opens w, with fast test defaults for the fields left zero;
