@@ -42,9 +42,7 @@ type PullWorker struct {
 	ctx       context.Context
 	pull, ack zmq4.Socket
 	addr      string
-	cancel    context.CancelFunc
-	done      chan struct{}
-	once      sync.Once
+	life      lifecycle
 	ackMu     sync.Mutex
 }
 
@@ -72,8 +70,7 @@ func (w *PullWorker) Open() error {
 	w.ackMu.Lock()
 	w.ackSocket()
 	w.ackMu.Unlock()
-	w.cancel, w.done = cancel, make(chan struct{})
-	go w.run(ctx)
+	w.life.start(cancel, func() { receiveLoop(ctx, w.pull, "pull", w.Concurrency, w.Logger, w.handle) })
 	return nil
 }
 
@@ -83,53 +80,18 @@ func (w *PullWorker) Addr() string { return w.addr }
 
 // Close stops the worker and waits for the envelopes in progress.
 func (w *PullWorker) Close() error {
-	var err error
-	w.once.Do(func() {
-		if w.cancel == nil {
-			return
-		}
-		w.cancel()
-		err = closeErr(w.pull.Close())
+	return w.life.stop(func() error {
+		err := closeErr(w.pull.Close())
 		w.ackMu.Lock()
 		w.dropAck()
 		w.ackMu.Unlock()
-		<-w.done
+		return err
 	})
-	return err
-}
-
-func (w *PullWorker) run(ctx context.Context) {
-	defer close(w.done)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
-	slots := make(chan struct{}, cmpOrInt(w.Concurrency, 1))
-	for {
-		msg, err := w.pull.Recv()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			// A producer went away; the others, and its successor, go on.
-			w.Logger.Debug("zmq: pull receive", "err", err)
-			continue
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
-			defer func() { <-slots }()
-			w.handle(ctx, lastFrame(msg))
-		}()
-	}
 }
 
 // handle processes one envelope and pushes its ack.
-func (w *PullWorker) handle(ctx context.Context, body []byte) {
-	rep := serve(ctx, w.Handler, w.Namespace, w.Logger, body)
+func (w *PullWorker) handle(ctx context.Context, msg zmq4.Msg) {
+	rep := serve(ctx, w.Handler, w.Namespace, w.Logger, lastFrame(msg))
 	if ctx.Err() != nil {
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -30,11 +29,9 @@ type RepWorker struct {
 	// Logger receives the worker's logs. nil discards them.
 	Logger *slog.Logger
 
-	sock   zmq4.Socket
-	addr   string
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	sock zmq4.Socket
+	addr string
+	life lifecycle
 }
 
 // Open binds (or connects) the socket and starts serving.
@@ -51,8 +48,7 @@ func (w *RepWorker) Open() error {
 		return err
 	}
 	w.addr = boundEndpoint(w.sock, w.Endpoint)
-	w.cancel, w.done = cancel, make(chan struct{})
-	go w.run(ctx)
+	w.life.start(cancel, func() { w.run(ctx) })
 	return nil
 }
 
@@ -62,20 +58,12 @@ func (w *RepWorker) Addr() string { return w.addr }
 
 // Close stops the worker and waits for the request in progress.
 func (w *RepWorker) Close() error {
-	var err error
-	w.once.Do(func() {
-		if w.cancel == nil {
-			return
-		}
-		w.cancel()
-		err = closeErr(w.sock.Close())
-		<-w.done
-	})
-	return err
+	return w.life.stop(func() error { return closeErr(w.sock.Close()) })
 }
 
+// run answers one request at a time: a REP socket must reply before it
+// receives again.
 func (w *RepWorker) run(ctx context.Context) {
-	defer close(w.done)
 	for {
 		msg, err := w.sock.Recv()
 		if ctx.Err() != nil {

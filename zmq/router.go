@@ -39,9 +39,7 @@ type RouterWorker struct {
 
 	sock   zmq4.Socket
 	addr   string
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	life   lifecycle
 	sendMu sync.Mutex
 }
 
@@ -59,8 +57,7 @@ func (w *RouterWorker) Open() error {
 		return err
 	}
 	w.addr = boundEndpoint(w.sock, w.Endpoint)
-	w.cancel, w.done = cancel, make(chan struct{})
-	go w.run(ctx)
+	w.life.start(cancel, func() { receiveLoop(ctx, w.sock, "router", w.Concurrency, w.Logger, w.handle) })
 	return nil
 }
 
@@ -70,53 +67,17 @@ func (w *RouterWorker) Addr() string { return w.addr }
 
 // Close stops the worker and waits for the requests in progress.
 func (w *RouterWorker) Close() error {
-	var err error
-	w.once.Do(func() {
-		if w.cancel == nil {
-			return
-		}
-		w.cancel()
-		err = closeErr(w.sock.Close())
-		<-w.done
-	})
-	return err
-}
-
-func (w *RouterWorker) run(ctx context.Context) {
-	defer close(w.done)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
-	slots := make(chan struct{}, cmpOrInt(w.Concurrency, 1))
-	for {
-		msg, err := w.sock.Recv()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			w.Logger.Debug("zmq: router receive", "err", err)
-			continue
-		}
-		if len(msg.Frames) < 2 {
-			w.Logger.Warn("zmq: router dropped a message without an envelope frame")
-			continue
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
-			defer func() { <-slots }()
-			w.handle(ctx, msg.Frames)
-		}()
-	}
+	return w.life.stop(func() error { return closeErr(w.sock.Close()) })
 }
 
 // handle processes one [identity, ("",) envelope] message and replies with
 // the same routing frames.
-func (w *RouterWorker) handle(ctx context.Context, frames [][]byte) {
+func (w *RouterWorker) handle(ctx context.Context, msg zmq4.Msg) {
+	frames := msg.Frames
+	if len(frames) < 2 {
+		w.Logger.Warn("zmq: router dropped a message without an envelope frame")
+		return
+	}
 	route := frames[:len(frames)-1] // the identity, and the delimiter if any
 	rep := serve(ctx, w.Handler, w.Namespace, w.Logger, frames[len(frames)-1])
 	if ctx.Err() != nil {
