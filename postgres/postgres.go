@@ -119,6 +119,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	s := &Store{pool: pool, Now: time.Now}
+	s.settles.next = func(pending []*settleOp) int { return min(len(pending), maxSettleBatch) }
+	s.settles.run = s.runSettleBatch
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, s.wrap("open: migrate", err)

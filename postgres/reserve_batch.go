@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,60 +40,23 @@ type reserveOutcome struct {
 // next batch, in one statement, under one acquisition of the key row lock and
 // one commit. On a hot key the lock is then held once per batch instead of
 // once per reservation, and a lone reservation still runs at once, alone.
-type keyQueue struct {
-	mu      sync.Mutex
-	pending []*reserveOp
-	running bool
-}
+type keyQueue = groupQueue[*reserveOp]
 
-// reserveQueued queues op on its key and waits for its decision. A caller
-// whose ctx ends while op is still queued gets ctx's error and op is never
-// run; once op is in a running batch its caller waits for the batch's
-// outcome, which may have recorded it, so that no decision is abandoned
-// half-known.
+// reserveQueued queues op on its key's queue and waits for its decision
+// (groupQueue.wait). One drain runs per key and process at a time: the
+// batches of a key never compete for its row lock within one process.
 func (s *Store) reserveQueued(op *reserveOp) (reserveOutcome, error) {
-	v, _ := s.queues.LoadOrStore(op.r.KeyID, &keyQueue{})
-	q := v.(*keyQueue)
-	q.mu.Lock()
-	q.pending = append(q.pending, op)
-	start := !q.running
-	q.running = true
-	q.mu.Unlock()
-	if start {
-		go s.drain(q)
+	v, ok := s.queues.Load(op.r.KeyID)
+	if !ok {
+		v, _ = s.queues.LoadOrStore(op.r.KeyID, &keyQueue{
+			next: func(pending []*reserveOp) int { return sameBuckets(pending, maxReserveBatch) },
+			run:  s.runReserveBatch,
+		})
 	}
-	select {
-	case <-op.done:
-	case <-op.ctx.Done():
-		q.mu.Lock()
-		if i := slices.Index(q.pending, op); i >= 0 {
-			q.pending = slices.Delete(q.pending, i, i+1)
-			q.mu.Unlock()
-			return reserveOutcome{}, op.ctx.Err()
-		}
-		q.mu.Unlock()
-		<-op.done
+	if err := v.(*keyQueue).wait(op.ctx, op, op.done); err != nil {
+		return reserveOutcome{}, err
 	}
 	return op.out, op.err
-}
-
-// drain runs the key's queued reservations, batch after batch, until none
-// is left. One drain runs per key and process at a time: the batches of a
-// key never compete for its row lock within one process.
-func (s *Store) drain(q *keyQueue) {
-	for {
-		q.mu.Lock()
-		n := sameBuckets(q.pending, maxReserveBatch)
-		if n == 0 {
-			q.running = false
-			q.mu.Unlock()
-			return
-		}
-		batch := slices.Clone(q.pending[:n])
-		q.pending = slices.Delete(q.pending, 0, n)
-		q.mu.Unlock()
-		s.runReserveBatch(batch)
-	}
 }
 
 // sameBuckets returns how many of the first (at most max) ops count in the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,54 +34,14 @@ type settleOp struct {
 // reservations no longer run side by side on several connections, which
 // costs a lone settlement up to one batch's wait, but on a hot key fuller
 // batches measured faster than several smaller ones in flight.
-type settleQueue struct {
-	mu      sync.Mutex
-	pending []*settleOp
-	running bool
-}
+type settleQueue = groupQueue[*settleOp]
 
-// settleQueued queues op and waits for its outcome, as reserveQueued does.
+// settleQueued queues op and waits for its outcome (groupQueue.wait).
 func (s *Store) settleQueued(op *settleOp) (*keybrake.Reservation, error) {
-	q := &s.settles
-	q.mu.Lock()
-	q.pending = append(q.pending, op)
-	start := !q.running
-	q.running = true
-	q.mu.Unlock()
-	if start {
-		go s.drainSettles(q)
-	}
-	select {
-	case <-op.done:
-	case <-op.ctx.Done():
-		q.mu.Lock()
-		if i := slices.Index(q.pending, op); i >= 0 {
-			q.pending = slices.Delete(q.pending, i, i+1)
-			q.mu.Unlock()
-			return nil, op.ctx.Err()
-		}
-		q.mu.Unlock()
-		<-op.done
+	if err := s.settles.wait(op.ctx, op, op.done); err != nil {
+		return nil, err
 	}
 	return op.out, op.err
-}
-
-// drainSettles runs the queued settlements, batch after batch, until none
-// is left.
-func (s *Store) drainSettles(q *settleQueue) {
-	for {
-		q.mu.Lock()
-		n := min(len(q.pending), maxSettleBatch)
-		if n == 0 {
-			q.running = false
-			q.mu.Unlock()
-			return
-		}
-		batch := slices.Clone(q.pending[:n])
-		q.pending = slices.Delete(q.pending, 0, n)
-		q.mu.Unlock()
-		s.runSettleBatch(batch)
-	}
 }
 
 // runSettleBatch settles the ops and answers every one, none before the
