@@ -37,7 +37,9 @@ func (p *proxy) decide(c *call, form *stripe.Form, class stripe.Class) error {
 			return err
 		}
 	}
-	if class == stripe.ClassPriced || class == stripe.ClassUnpriced {
+	// A priced operation's currency is checked once priced (reserve), since
+	// it may come from a lookup; an unpriced one has only the body's.
+	if class == stripe.ClassUnpriced {
 		for _, cur := range scope.Currencies {
 			if err := p.checkCurrency(k, cur); err != nil {
 				return err

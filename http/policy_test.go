@@ -43,6 +43,7 @@ func TestProxy_DecisionMatrix(t *testing.T) {
 		{"OKKWDThreeDecimal", `{"daily_usd_cap":"3.25"}`, "amount=1000&currency=kwd&source=tok_visa", "/v1/charges", 200, ""},
 		{"ErrNoRateOnCappedKey", `{"daily_usd_cap":100}`, "amount=1000&currency=gbp&source=tok_visa", "/v1/charges", 403, "exchange rate"},
 		{"OKNoRateOnUncappedKey", `{}`, "amount=1000&currency=gbp&source=tok_visa", "/v1/charges", 200, ""},
+		{"ErrCurrencyScopeUncappedNoRate", `{"allowed_currencies":["usd"]}`, "amount=1000&currency=gbp&source=tok_visa", "/v1/charges", 403, "GBP"},
 		{"ErrCustomerScope", `{"allowed_customers":["cus_allowed"]}`, "amount=100&currency=usd&customer=" + cus, "/v1/charges", 403, cus},
 		{"ErrCustomerRequired", `{"allowed_customers":["cus_allowed"]}`, "amount=100&currency=usd&source=tok_visa", "/v1/charges", 403, "customer parameter"},
 		{"OKCustomerScope", `{"allowed_customers":["` + cus + `"]}`, "amount=100&currency=usd&customer=" + cus, "/v1/charges", 200, ""},

@@ -229,6 +229,10 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 		if _, hasRate := s.Rates.Rate(cur); !hasRate {
 			// An uncapped key only tracks spend; with no rate there is
 			// nothing to count, so forward without reserving.
+			if err := p.checkCurrency(c.key, strings.ToLower(cur)); err != nil {
+				p.deny(w, r, c, err, nil)
+				return false
+			}
 			c.body = p.withMetadata(c, form)
 			return true
 		}
