@@ -50,7 +50,7 @@ func TestMigrate(t *testing.T) {
 			t.Fatalf("Open: %v", err)
 		}
 		s.Close()
-		want := []string{"0001_store.sql", "0002_a.sql", "0010_b.sql", "0100_ledger.sql"}
+		want := []string{"0001_store.sql", "0002_a.sql", "0002_holds.sql", "0010_b.sql", "0100_ledger.sql"}
 		if got := mustApplied(t, path); !reflect.DeepEqual(got, want) {
 			t.Fatalf("applied %v, want %v", got, want)
 		}
