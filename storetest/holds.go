@@ -175,7 +175,7 @@ func testHolds(t *testing.T, open opener) {
 		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Total: Ptr(USD(50))})
 		var rs []*keybrake.Reservation
 		for i := 0; i < 20; i++ {
-			id := string(rune('a'+i))
+			id := string(rune('a' + i))
 			rs = append(rs, MustHold(t, s, "key_a", "idem_"+id, "pi_"+id, USD(1), T0, T0.Add(time.Hour)))
 		}
 		var wg sync.WaitGroup
