@@ -53,8 +53,10 @@ type call struct {
 	body      []byte // forwarded body
 	price     stripe.Price
 	priced    bool
-	rsv       *keybrake.Reservation // the reservation this request made or replays
+	rsv       *keybrake.Reservation // the reservation this request made or replays, or the hold it acts on
 	replay    bool
+	held      bool   // rsv is the hold of the object the request acts on, made by an earlier request
+	lock      string // the object this request has locked (HoldService.LockObject), "" for none
 	settled   bool
 }
 
@@ -115,8 +117,14 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 			return
 		}
 	}
-	if class == stripe.ClassPriced {
-		if ok := p.reserve(w, r, c, form); !ok {
+	if class == stripe.ClassPriced && stripe.HoldsObject(op) {
+		defer p.unlock(c)
+		if ok := p.holdObject(w, r, c, form); !ok {
+			return
+		}
+	} else if class == stripe.ClassPriced {
+		price := func() (stripe.Price, error) { return p.pricer.Price(r.Context(), c.op, form, c.account) }
+		if ok := p.reserve(w, r, c, form, price); !ok {
 			return
 		}
 	}
@@ -220,10 +228,10 @@ func (c *call) fingerprint() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// reserve prices the operation and reserves it against every cap of the
-// key. It writes the refusal and returns false when the request must not be
-// forwarded.
-func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *stripe.Form) bool {
+// reserve prices the operation with price and reserves it against every
+// cap of the key. It writes the refusal and returns false when the request
+// must not be forwarded.
+func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *stripe.Form, price func() (stripe.Price, error)) bool {
 	s := p.s
 	if cur, ok := form.Get("currency"); ok && !c.key.Caps.Any() {
 		if _, hasRate := s.Rates.Rate(cur); !hasRate {
@@ -237,7 +245,7 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 			return true
 		}
 	}
-	price, err := p.pricer.Price(r.Context(), c.op, form, c.account)
+	pr, err := price()
 	if err != nil {
 		if keybrake.ErrorCode(err) == keybrake.EFORBIDDEN && strings.HasPrefix(keybrake.ErrorMessage(err), "no exchange rate") {
 			err = keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: %s, so it cannot count this amount against the key's USD caps. Ask the operator to add the currency to --rates.", c.op.Name, keybrake.ErrorMessage(err))
@@ -245,8 +253,8 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 		p.deny(w, r, c, err, nil)
 		return false
 	}
-	c.price, c.priced = price, true
-	if err := p.checkCurrency(c.key, price.Currency); err != nil {
+	c.price, c.priced = pr, true
+	if err := p.checkCurrency(c.key, pr.Currency); err != nil {
 		p.deny(w, r, c, err, nil)
 		return false
 	}
@@ -258,9 +266,9 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 		IdempotencyKey: c.idemKey,
 		Fingerprint:    c.fingerprint(),
 		Operation:      c.op.Name,
-		Amount:         price.Amount,
-		Currency:       price.Currency,
-		Micros:         price.Micros,
+		Amount:         pr.Amount,
+		Currency:       pr.Currency,
+		Micros:         pr.Micros,
 		Request: keybrake.UpstreamRequest{
 			Method:        r.Method,
 			Path:          c.op.Path,
@@ -444,36 +452,37 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 	// Keybrake-Request-Id and Keybrake-Upstream are already on the
 	// response writer; ReverseProxy adds the upstream's headers to them.
 
-	obj := parseObject(body)
+	out := stripe.ReadOutcome(body)
 	decision := keybrake.DecisionAllow
 	if c.replay {
 		decision = keybrake.DecisionReplay
 	}
 	reason := ""
 	if c.rsv != nil {
-		reason = p.settle(resp.Request.Context(), c, resp.StatusCode, obj)
+		reason = p.settle(resp.Request.Context(), c, resp.StatusCode, out)
 		resp.Header.Set("Keybrake-Reservation", c.rsv.ID)
 	}
 	p.s.metrics.upstream(c, resp.StatusCode)
 	p.s.metrics.decision(opName(c), decision)
-	p.audit(resp.Request, c, decision, reason, resp.StatusCode, obj.ID)
+	p.audit(resp.Request, c, decision, reason, resp.StatusCode, out.ID)
 	return nil
 }
 
 // settle applies the upstream outcome to the request's reservation and
 // returns a reason for the audit log.
-func (p *proxy) settle(ctx context.Context, c *call, status int, obj object) string {
+func (p *proxy) settle(ctx context.Context, c *call, status int, out stripe.Outcome) string {
 	rsv := c.rsv
+	if c.held {
+		return p.settleHold(ctx, c, status, out)
+	}
 	if c.replay && rsv.State != keybrake.StateUncertain {
 		return "idempotent replay; already counted"
 	}
-	args := keybrake.SettleArgs{ID: rsv.ID, ObjectID: obj.ID, UpstreamStatus: status, Now: p.s.Now()}
+	args := keybrake.SettleArgs{ID: rsv.ID, ObjectID: out.ID, UpstreamStatus: status, Now: p.s.Now()}
 	reason := ""
 	switch {
 	case status >= 200 && status < 300:
-		args.State = keybrake.StateSettled
-		args.Amount, args.Currency, args.SettledMicros = p.actual(c.rsv, obj)
-		reason = "settled"
+		args, reason = p.s.outcomeArgs(rsv, status, out)
 	case status == http.StatusConflict && c.replay:
 		return "idempotency key in use upstream"
 	case status >= 400 && status < 500:
@@ -486,7 +495,7 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, obj object) str
 		args.State = keybrake.StateUncertain
 		reason = fmt.Sprintf("uncertain: upstream answered %d; the resolver will replay it", status)
 	}
-	updated, err := p.s.Store.Settle(context.WithoutCancel(ctx), args)
+	updated, err := p.s.settleOutcome(context.WithoutCancel(ctx), rsv, args)
 	if err != nil {
 		// The reservation stays counted; the resolver settles it later.
 		p.s.logger().Error("settle failed; left for the resolver", "reservation", rsv.ID, "err", err)
@@ -496,26 +505,15 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, obj object) str
 	return reason
 }
 
-// actual is the amount an upstream 2xx says moved, in USD micros. If the
-// response cannot be read, the reserved amount stands: never under-count.
-func (p *proxy) actual(rsv *keybrake.Reservation, obj object) (int64, string, keybrake.Micros) {
-	if obj.Amount == nil || obj.Currency == "" {
-		return rsv.Amount, rsv.Currency, rsv.Micros
-	}
-	m, err := p.s.Rates.ToMicros(*obj.Amount, obj.Currency)
-	if err != nil {
-		return rsv.Amount, rsv.Currency, rsv.Micros
-	}
-	return *obj.Amount, obj.Currency, m
-}
-
 // errorHandler answers when the upstream could not be reached or cut the
 // connection. Money may have moved, so the reservation stays counted as
 // uncertain; a retry with the same Idempotency-Key is safe.
 func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	c := r.Context().Value(callKey{}).(*call)
 	reason := "upstream unreachable: " + upstreamErrorKind(err)
-	if c.rsv != nil && !c.replay {
+	if c.held {
+		reason += "; the object's hold stays counted in full"
+	} else if c.rsv != nil && !c.replay {
 		_, serr := p.s.Store.Settle(context.WithoutCancel(r.Context()), keybrake.SettleArgs{ID: c.rsv.ID, State: keybrake.StateUncertain, Now: p.s.Now()})
 		if serr != nil {
 			p.s.logger().Error("mark uncertain failed; left for the resolver", "reservation", c.rsv.ID, "err", serr)
