@@ -28,7 +28,7 @@ var subCollections = map[string]bool{
 	"cards": true, "cash_balance_transactions": true, "computed_upfront_line_items": true,
 	"external_accounts": true, "features": true, "funding_instructions": true,
 	"line_items": true, "lines": true, "login_links": true, "payment_methods": true,
-	"people": true, "persons": true, "refunds": true, "reversals": true, "sources": true,
+	"people": true, "persons": true, "refunds": true, "reversals": true, "sources": true, "subscriptions": true,
 	"tax_ids": true, "usage_record_summaries": true, "usage_records": true,
 }
 
@@ -38,16 +38,17 @@ var subCollections = map[string]bool{
 // collection. Without them the verb would be read as an object id, and two
 // writes would share a name.
 var collectionVerbs = map[string]bool{
-	"apps.secrets.delete":                                      true,
-	"apps.secrets.find":                                        true,
-	"credit_notes.preview":                                     true,
-	"invoices.create_preview":                                  true,
-	"invoices.upcoming":                                        true,
-	"payment_records.report_payment":                           true,
-	"tax.transactions.create_from_calculation":                 true,
-	"tax.transactions.create_reversal":                         true,
-	"test_helpers.issuing.transactions.create_force_capture":   true,
-	"test_helpers.issuing.transactions.create_unlinked_refund": true,
+	"apps.secrets.delete":                                          true,
+	"apps.secrets.find":                                            true,
+	"credit_notes.preview":                                         true,
+	"invoices.create_preview":                                      true,
+	"invoices.upcoming":                                            true,
+	"payment_records.report_payment":                               true,
+	"tax.transactions.create_from_calculation":                     true,
+	"tax.transactions.create_reversal":                             true,
+	"test_helpers.issuing.authorizations.fraud_challenges.respond": true,
+	"test_helpers.issuing.transactions.create_force_capture":       true,
+	"test_helpers.issuing.transactions.create_unlinked_refund":     true,
 }
 
 // genericActions are never verbs, so that POST /v1/charges/ch_1/create is

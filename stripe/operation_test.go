@@ -71,6 +71,8 @@ func TestParseOperation(t *testing.T) {
 			{"POST", "/v1/payment_records/report_payment", "payment_records.report_payment", "", ""},
 			{"POST", "/v1/tax/transactions/create_reversal", "tax.transactions.create_reversal", "", ""},
 			{"POST", "/v1/test_helpers/issuing/transactions/create_force_capture", "test_helpers.issuing.transactions.create_force_capture", "", ""},
+			{"POST", "/v1/customers/cus_1/subscriptions", "customers.subscriptions.create", "cus_1", ""},
+			{"POST", "/v1/test_helpers/issuing/authorizations/iauth_1/fraud_challenges/respond", "test_helpers.issuing.authorizations.fraud_challenges.respond", "iauth_1", ""},
 			{"GET", "/v1/keybrake/key", "keybrake.key", "", ""},
 			{"HEAD", "/v1/charges/ch_1", "charges.retrieve", "ch_1", ""},
 			{"PUT", "/v1/charges", "charges.put", "", ""},
