@@ -173,12 +173,15 @@ func TestClassify(t *testing.T) {
 		{"POST", "/v1/payment_intents", "amount=100&currency=usd&confirm=false", stripe.ClassPriced, stripe.ClassWrite},
 		{"POST", "/v1/payment_intents/pi_1", "metadata[a]=b", stripe.ClassUnpriced, stripe.ClassWrite},
 		{"POST", "/v1/payment_intents/pi_1", "confirm=true", stripe.ClassUnpriced, stripe.ClassUnpriced},
-		{"POST", "/v1/subscriptions/sub_1/cancel", "", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"DELETE", "/v1/subscriptions/sub_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/customers", "email=a@b", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/customers/cus_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/prices/price_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/invoices", "customer=cus_1", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/invoices/in_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
 		{"DELETE", "/v1/subscriptions/sub_1", "invoice_now=true", stripe.ClassUnpriced, stripe.ClassUnpriced},
 
 		// Known money-free writes.
-		{"POST", "/v1/customers", "email=a@b", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/customers/cus_1", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"DELETE", "/v1/customers/cus_1", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/payment_methods/pm_1/attach", "customer=cus_1", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/payment_methods/pm_1/detach", "", stripe.ClassWrite, stripe.ClassWrite},
@@ -187,15 +190,13 @@ func TestClassify(t *testing.T) {
 		{"POST", "/v1/setup_intents", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/setup_intents/seti_1/confirm", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/products", "name=x", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/prices/price_1", "", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/invoices", "customer=cus_1", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/invoices/in_1", "", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/invoices/in_1/finalize", "", stripe.ClassWrite, stripe.ClassWrite},
 
 		// Unpriced: moves money, or might.
 		{"POST", "/v1/invoices/in_1/pay", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/subscriptions", "customer=cus_1", stripe.ClassUnpriced, stripe.ClassUnpriced},
-		{"POST", "/v1/subscriptions/sub_1", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
+		{"POST", "/v1/subscriptions/sub_1", "items[0][price]=price_1", stripe.ClassUnpriced, stripe.ClassUnpriced},
+		{"POST", "/v1/invoices/in_1/finalize", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
+		{"POST", "/v1/subscriptions/sub_1/cancel", "", stripe.ClassUnpriced, stripe.ClassUnpriced}, // not a Stripe endpoint: DELETE cancels
 		{"POST", "/v1/checkout/sessions", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/payment_links", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/subscription_schedules", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
