@@ -22,7 +22,10 @@
 // validation (parameter_unknown, parameter_missing, amount_too_small,
 // amount_too_large, invalid_currency), Stripe-shaped errors, a Request-Id on
 // every response, data and Idempotency-Keys scoped by API key and
-// Stripe-Account. Idempotency-Keys replay the first response (2xx or 402)
+// Stripe-Account. A Stripe-Context: acct_… header, which Stripe's newer SDKs
+// may send on v1 requests, selects the account exactly as Stripe-Account
+// does; both headers naming different accounts, or a Stripe-Context that is
+// not a single acct_ id, is a 400 invalid_request_error. Idempotency-Keys replay the first response (2xx or 402)
 // with Idempotent-Replayed: true for 24 hours of simulator time, answer 400
 // idempotency_error for other parameters or another endpoint, and 409
 // idempotency_key_in_use while the first request is executing.

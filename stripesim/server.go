@@ -126,7 +126,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type call struct {
 	form    *stripe.Form
 	scope   string // API key and account: objects and keys live in a scope
-	account string // the Stripe-Account header
+	account string // the Stripe-Account or Stripe-Context header
 	id      string // the object id in the path, if any
 	now     time.Time
 }
@@ -157,7 +157,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, aerr.Status, aerr)
 		return
 	}
-	account := strings.TrimSpace(r.Header.Get("Stripe-Account"))
+	account, aerr := accountOf(r)
+	if aerr != nil {
+		writeJSON(w, aerr.Status, aerr)
+		return
+	}
 	c := &call{form: form, scope: scopeOf(apiKey, account), account: account, id: id}
 
 	idemKey := ""
