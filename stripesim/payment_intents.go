@@ -320,7 +320,7 @@ func capturePaymentIntent(s *Server, c *call) (any, *apiError) {
 		pi.Metadata = mergeMetadata(pi.Metadata, md)
 	}
 	if ch := s.st.charges[pi.LatestCharge]; ch != nil {
-		ch.Captured, ch.AmountCaptured = true, amount
+		captureLocked(ch, amount)
 	}
 	pi.Status, pi.AmountReceived, pi.AmountCapturable = piSucceeded, amount, 0
 	return pi, nil
@@ -353,7 +353,7 @@ func cancelPaymentIntent(s *Server, c *call) (any, *apiError) {
 	}
 	if pi.Status == piRequiresCapture {
 		if ch := s.st.charges[pi.LatestCharge]; ch != nil {
-			ch.AmountRefunded, ch.Refunded = ch.Amount, true
+			releaseLocked(ch)
 		}
 	}
 	pi.Status, pi.CancellationReason, pi.CanceledAt, pi.AmountCapturable = piCanceled, reason, c.now.Unix(), 0

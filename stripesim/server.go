@@ -73,10 +73,12 @@ func (s *Server) Now() time.Time {
 }
 
 // Advance moves the simulator clock forward by d, for instance past the 24
-// hours after which Idempotency-Keys are forgotten.
+// hours after which Idempotency-Keys are forgotten, and applies what fell
+// due meanwhile: uncaptured authorizations older than 7 days are released.
 func (s *Server) Advance(d time.Duration) {
 	s.mu.Lock()
 	s.st.OffsetNanos += int64(d)
+	s.tickLocked()
 	s.mu.Unlock()
 	s.persist()
 }
@@ -91,6 +93,7 @@ func (s *Server) Close() error {
 func (s *Server) GroundTruth() GroundTruth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tickLocked()
 	return GroundTruth{
 		Customers:      copyAll(s.st.Customers),
 		Charges:        copyAll(s.st.Charges),
@@ -227,6 +230,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 func (s *Server) execute(h handler, c *call) (int, []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tickLocked()
 	c.now = s.nowLocked()
 	v, aerr := h(s, c)
 	if aerr != nil {

@@ -26,6 +26,7 @@ type state struct {
 	refunds        map[string]*Refund
 	transfers      map[string]*Transfer
 	payouts        map[string]*Payout
+	uncaptured     map[string]*Charge // authorizations that may still expire
 }
 
 func newState() *state {
@@ -48,6 +49,12 @@ func (st *state) index() {
 	st.refunds = indexBy(st.Refunds, func(r *Refund) string { return r.ID })
 	st.transfers = indexBy(st.Transfers, func(t *Transfer) string { return t.ID })
 	st.payouts = indexBy(st.Payouts, func(p *Payout) string { return p.ID })
+	st.uncaptured = map[string]*Charge{}
+	for _, ch := range st.Charges {
+		if authorized(ch) {
+			st.uncaptured[ch.ID] = ch
+		}
+	}
 }
 
 func indexBy[T any](items []*T, id func(*T) string) map[string]*T {
