@@ -359,3 +359,55 @@ func cancelPaymentIntent(s *Server, c *call) (any, *apiError) {
 	pi.Status, pi.CancellationReason, pi.CanceledAt, pi.AmountCapturable = piCanceled, reason, c.now.Unix(), 0
 	return pi, nil
 }
+
+// incrementAuthorization serves POST
+// /v1/payment_intents/{id}/increment_authorization: amount is the new total
+// to hold, above the current amount, on a manual-capture PaymentIntent that
+// requires capture. Its charge's amount grows with it, as on Stripe.
+func incrementAuthorization(s *Server, c *call) (any, *apiError) {
+	f := c.form
+	if aerr := allow(f, "amount", "description", "metadata", "statement_descriptor",
+		"application_fee_amount", "transfer_data"); aerr != nil {
+		return nil, aerr
+	}
+	pi, aerr := s.paymentIntent(c)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if pi.Status != piRequiresCapture || pi.CaptureMethod != "manual" {
+		return nil, errUnexpectedState("payment_intent_unexpected_state",
+			"You cannot increment the authorization of this PaymentIntent because it has a status of %s and capture_method %s. "+
+				"Only a PaymentIntent with capture_method manual and status requires_capture may have its authorization incremented.",
+			pi.Status, pi.CaptureMethod)
+	}
+	amount, aerr := requiredAmount(f, "amount")
+	if aerr != nil {
+		return nil, aerr
+	}
+	if amount <= pi.Amount {
+		return nil, invalid("", "amount",
+			"The amount (%d) must be greater than the PaymentIntent's current amount (%d): it is the new total to authorize.", amount, pi.Amount)
+	}
+	if aerr := checkAmount("amount", amount, pi.Currency, true); aerr != nil {
+		return nil, aerr
+	}
+	upd := *pi
+	if f.Has("description") {
+		if upd.Description, aerr = optional(f, "description"); aerr != nil {
+			return nil, aerr
+		}
+	}
+	md, aerr := metadataParam(f)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if md != nil {
+		upd.Metadata = mergeMetadata(pi.Metadata, md)
+	}
+	upd.Amount, upd.AmountCapturable = amount, amount
+	*pi = upd
+	if ch := s.st.charges[pi.LatestCharge]; ch != nil {
+		ch.Amount = amount
+	}
+	return pi, nil
+}

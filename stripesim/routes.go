@@ -67,6 +67,8 @@ func route(method, path string) (handler, string, bool) {
 			return capturePaymentIntent, parts[1], true
 		case "cancel":
 			return cancelPaymentIntent, parts[1], true
+		case "increment_authorization":
+			return incrementAuthorization, parts[1], true
 		}
 	}
 	return nil, "", false
