@@ -41,6 +41,9 @@
 //
 //	GET    /_sim/objects        every object created (GroundTruth), in creation order,
 //	                            including those whose response a fault lost
+//	GET    /_sim/moved          the money that actually moved (MoneyMoved): per currency,
+//	                            captured charges, transfers, payouts, and refunds apart,
+//	                            per connected account ("" is the platform) and in total
 //	GET    /_sim/faults         the faults, with how many requests matched and fired them
 //	POST   /_sim/faults         add a Fault, e.g. {"path":"/v1/charges","mode":"cut_after","nth":2};
 //	                            latency is a Go duration string ("250ms") or milliseconds;
