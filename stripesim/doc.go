@@ -18,6 +18,13 @@
 //	POST /v1/transfers                       GET /v1/transfers/{id}
 //	POST /v1/payouts                         GET /v1/payouts/{id}
 //
+// A browser's publishable key (pk_test_…) may call only
+// POST /v1/payment_intents/{id}/confirm and GET /v1/payment_intents/{id},
+// with the PaymentIntent's client_secret, and acts in the account that owns
+// the PaymentIntent (send Stripe-Account for a connected account's); it is
+// refused with a 401 everywhere else. The confirmation is the secret-key
+// one: money that became movable is movable without the secret key.
+//
 // Requests and answers follow Stripe: form-encoded parameters, strict
 // validation (parameter_unknown, parameter_missing, amount_too_small,
 // amount_too_large, invalid_currency), Stripe-shaped errors, a Request-Id on

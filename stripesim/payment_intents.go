@@ -183,7 +183,18 @@ func retrievePaymentIntent(s *Server, c *call) (any, *apiError) {
 	if aerr := allow(c.form, "client_secret"); aerr != nil {
 		return nil, aerr
 	}
-	return s.paymentIntent(c)
+	pi, aerr := s.paymentIntent(c)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if secret, ok, aerr := str(c.form, "client_secret"); aerr != nil {
+		return nil, aerr
+	} else if ok {
+		if aerr := checkClientSecret(pi, secret); aerr != nil {
+			return nil, aerr
+		}
+	}
+	return pi, nil
 }
 
 func (s *Server) paymentIntent(c *call) (*PaymentIntent, *apiError) {
@@ -253,15 +264,24 @@ func updatePaymentIntent(s *Server, c *call) (any, *apiError) {
 	return pi, nil
 }
 
-// confirmPaymentIntent serves POST /v1/payment_intents/{id}/confirm.
+// confirmPaymentIntent serves POST /v1/payment_intents/{id}/confirm, with
+// the secret key or, from a browser, with a publishable key and the
+// client_secret; a client_secret sent must match either way.
 func confirmPaymentIntent(s *Server, c *call) (any, *apiError) {
 	f := c.form
-	if aerr := allow(f, append([]string{"payment_method", "capture_method"}, piIgnored...)...); aerr != nil {
+	if aerr := allow(f, append([]string{"payment_method", "capture_method", "client_secret"}, piIgnored...)...); aerr != nil {
 		return nil, aerr
 	}
 	pi, aerr := s.paymentIntent(c)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if secret, ok, aerr := str(f, "client_secret"); aerr != nil {
+		return nil, aerr
+	} else if ok {
+		if aerr := checkClientSecret(pi, secret); aerr != nil {
+			return nil, aerr
+		}
 	}
 	confirmable := []string{piRequiresPaymentMethod, piRequiresConfirmation, piRequiresAction}
 	if !slices.Contains(confirmable, pi.Status) {

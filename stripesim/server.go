@@ -166,6 +166,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &call{form: form, scope: scopeOf(apiKey, account), account: account, id: id}
+	if strings.HasPrefix(apiKey, publishableKeyPrefix) {
+		if c.scope, aerr = s.publishableScope(r.Method, r.URL.Path, c); aerr != nil {
+			writeJSON(w, aerr.Status, aerr)
+			return
+		}
+	}
 
 	idemKey := ""
 	if k := r.Header.Get("Idempotency-Key"); k != "" && r.Method == http.MethodPost {
