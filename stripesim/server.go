@@ -101,7 +101,23 @@ func (s *Server) GroundTruth() GroundTruth {
 		Refunds:        copyAll(s.st.Refunds),
 		Transfers:      copyAll(s.st.Transfers),
 		Payouts:        copyAll(s.st.Payouts),
+		InvoiceItems:   copyAll(s.st.InvoiceItems),
+		Invoices:       copyInvoices(s.st.Invoices),
 	}
+}
+
+// copyInvoices copies invoices with their lines, which later changes to the
+// invoices must not reach.
+func copyInvoices(items []*Invoice) []Invoice {
+	out := copyAll(items)
+	for i := range out {
+		out[i].Lines = make([]*InvoiceLine, len(items[i].Lines))
+		for j, l := range items[i].Lines {
+			cp := *l
+			out[i].Lines[j] = &cp
+		}
+	}
+	return out
 }
 
 func copyAll[T any](items []*T) []T {
@@ -212,7 +228,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		if idem.acquired {
 			s.finishIdempotent(idemKey, shouldSave(status), status, body)
 		}
-		if r.Method == http.MethodPost && shouldSave(status) {
+		if r.Method != http.MethodGet && shouldSave(status) {
 			s.persist()
 		}
 	}
