@@ -414,6 +414,8 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.ForceQuery = false
 	pr.Out.Host = u.Host
 	pr.Out.Header = upstreamHeader(pr.In.Header, c, p.s.UpstreamKey)
+	pr.Out.TransferEncoding = nil
+	pr.Out.Body, pr.Out.ContentLength = http.NoBody, 0
 	if pr.In.Method == http.MethodPost {
 		pr.Out.Header.Set("Idempotency-Key", c.idemKey)
 		pr.Out.Header.Set("Content-Type", "application/x-www-form-urlencoded")
