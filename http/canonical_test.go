@@ -14,6 +14,7 @@ import (
 
 	"github.com/keybrake/keybrake"
 	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/stripesim"
 )
 
 // Upstream records every request keybrake sends upstream (forwarded
@@ -582,4 +583,63 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// The effective account of a Stripe-Context request is the one the price
+// lookups and the resolver's replay use: the intent is found on acct_1, and
+// a charge whose answer was lost is replayed on acct_1 and counted once.
+func TestProxy_StripeContextDownstream(t *testing.T) {
+	e, u := MustOpenRecorded(t)
+	id, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_accounts":["acct_1"]}`)
+	h := []Header{{"Authorization", "Bearer " + secret}, {"Content-Type", "application/x-www-form-urlencoded"}, {"Stripe-Context", "acct_1"}}
+	t.Run("OKLookupOnContextAccount", func(t *testing.T) {
+		resp, out := e.DoRaw(t, "POST", "/stripe/v1/payment_intents", "amount=1200&currency=usd&payment_method=pm_card_visa", h...)
+		if resp.StatusCode != 200 {
+			t.Fatalf("create: %d %s", resp.StatusCode, out)
+		}
+		var pi struct{ ID string }
+		if err := json.Unmarshal(out, &pi); err != nil {
+			t.Fatal(err)
+		}
+		before := u.Count()
+		resp, out = e.DoRaw(t, "POST", "/stripe/v1/payment_intents/"+pi.ID+"/confirm", "", h...)
+		if resp.StatusCode != 200 {
+			t.Fatalf("confirm: %d %s", resp.StatusCode, out)
+		}
+		u.mu.Lock()
+		lookup := u.reqs[before]
+		u.mu.Unlock()
+		if lookup.Method != "GET" || lookup.Header.Get("Stripe-Account") != "acct_1" {
+			t.Fatalf("lookup %s %s on %q", lookup.Method, lookup.URL.Path, lookup.Header.Get("Stripe-Account"))
+		}
+		if got := e.Spend(t, id).Day; got != 12*keybrake.MicrosPerUSD {
+			t.Fatalf("spend %s, want 12.00", got)
+		}
+	})
+	t.Run("OKReplayOnContextAccount", func(t *testing.T) {
+		if _, err := e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultFailAfter, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+		resp, out := e.DoRaw(t, "POST", "/stripe/v1/charges", "amount=300&currency=usd&source=tok_visa", h...)
+		if resp.StatusCode != 500 {
+			t.Fatalf("status %d: %s", resp.StatusCode, out)
+		}
+		before := u.Count()
+		e.MustResolve(t)
+		if replay := u.Last(t); u.Count() == before || replay.Header.Get("Stripe-Account") != "acct_1" || replay.Header.Get("Stripe-Context") != "" {
+			t.Fatalf("replay on %q", replay.Header)
+		}
+		var n int
+		for _, c := range e.Sim.GroundTruth().Charges {
+			if c.Amount == 300 && c.Account == "acct_1" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%d charges of 300 on acct_1, want 1", n)
+		}
+		if got := e.Spend(t, id).Day; got != 15*keybrake.MicrosPerUSD {
+			t.Fatalf("spend %s, want 15.00", got)
+		}
+	})
 }
