@@ -3,9 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,8 +46,10 @@ type call struct {
 	requestID string
 	key       *keybrake.Key
 	op        stripe.Operation
-	account   string
+	env       envelope // the parsed headers
+	account   string   // the effective connected account (env.Account)
 	idemKey   string
+	form      *stripe.Form
 	body      []byte // forwarded body
 	price     stripe.Price
 	priced    bool
@@ -84,18 +84,21 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 
 	key, err := p.authenticate(r)
 	if err != nil {
-		s.metrics.decision("unknown", "unauthorized")
-		s.writeStripeError(w, r, err, nil)
+		p.unauthorized(w, r, c, key, err)
 		return
 	}
 	c.key = key
+	if c.env, err = parseEnvelope(r); err != nil {
+		p.deny(w, r, c, err, nil)
+		return
+	}
+	c.account = c.env.Account
 	op, err := stripe.ParseOperation(r.Method, path)
 	if err != nil {
 		p.deny(w, r, c, err, nil)
 		return
 	}
 	c.op = op
-	c.account = r.Header.Get("Stripe-Account")
 
 	if op.Name == "keybrake.key" && r.Method == http.MethodGet {
 		p.serveOwnKey(w, r, c)
@@ -106,6 +109,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 		p.deny(w, r, c, err, nil)
 		return
 	}
+	c.form = form
 	class := stripe.Classify(op, form)
 	if err := p.decide(c, form, class); err != nil {
 		p.deny(w, r, c, err, nil)
@@ -113,6 +117,10 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 	}
 	if r.Method == http.MethodPost {
 		if err := p.idempotencyKey(r, c); err != nil {
+			p.deny(w, r, c, err, nil)
+			return
+		}
+		if err := checkTag(c, form); err != nil {
 			p.deny(w, r, c, err, nil)
 			return
 		}
@@ -132,7 +140,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 }
 
 // authenticate finds the vault key in Authorization: Bearer, or Basic with
-// the key as user name as `curl -u vault_key_…:` sends it.
+// the key as user name as `curl -u vault_key_…:` sends it. A revoked or
+// expired key is returned with its EUNAUTHORIZED, so the refusal is
+// audited on it.
 func (p *proxy) authenticate(r *http.Request) (*keybrake.Key, error) {
 	secret := ""
 	h := r.Header.Get("Authorization")
@@ -158,7 +168,7 @@ func (p *proxy) authenticate(r *http.Request) (*keybrake.Key, error) {
 		return nil, storeError(err)
 	}
 	if err := k.Usable(p.s.Now()); err != nil {
-		return nil, err
+		return k, err
 	}
 	return k, nil
 }
@@ -183,13 +193,10 @@ func storeError(err error) error {
 // readForm reads and parses the body (POST) or query (GET) strictly.
 func (p *proxy) readForm(r *http.Request, c *call) (*stripe.Form, error) {
 	if r.Method == http.MethodGet || r.Method == http.MethodDelete {
-		return stripe.ParseForm(r.URL.RawQuery)
+		return parseForm(r.URL.RawQuery)
 	}
 	if r.Method != http.MethodPost {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "Unsupported method %s; the Stripe API takes GET, POST and DELETE.", r.Method)
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
-		return nil, keybrake.Errorf(keybrake.EINVALID, "Invalid Content-Type %q: the Stripe API takes application/x-www-form-urlencoded bodies.", ct)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, p.s.MaxBodyBytes+1))
 	if err != nil {
@@ -202,13 +209,13 @@ func (p *proxy) readForm(r *http.Request, c *call) (*stripe.Form, error) {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "POST parameters must be in the body, not the query string.")
 	}
 	c.body = body
-	return stripe.ParseForm(string(body))
+	return parseForm(string(body))
 }
 
 // idempotencyKey takes the client's Idempotency-Key or makes one, so that
 // every POST can be replayed safely by the resolver.
 func (p *proxy) idempotencyKey(r *http.Request, c *call) error {
-	k := r.Header.Get("Idempotency-Key")
+	k := c.env.IdempotencyKey
 	if len(k) > 255 {
 		return keybrake.ErrorParam("Idempotency-Key", "Idempotency-Key is %d characters; Stripe accepts at most 255.", len(k))
 	}
@@ -220,12 +227,10 @@ func (p *proxy) idempotencyKey(r *http.Request, c *call) error {
 }
 
 // fingerprint identifies the request so a reused Idempotency-Key with other
-// parameters is told apart from a replay.
+// parameters, account or API version is told apart from a replay; see
+// stripe.Fingerprint for why parameter order does not count.
 func (c *call) fingerprint() string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n", c.op.Path, c.account, c.key.ID)
-	h.Write(c.body)
-	return hex.EncodeToString(h.Sum(nil))
+	return stripe.Fingerprint(stripe.FingerprintArgs{KeyID: c.key.ID, Operation: c.op.Name, Path: c.op.Path, Account: c.account, Version: c.env.Version, Form: c.form})
 }
 
 // reserve prices the operation with price and reserves it against every
@@ -338,12 +343,7 @@ func (p *proxy) checkCurrency(k *keybrake.Key, currency string) error {
 // Stripe's idempotency window. The result is deterministic for one key, so
 // a replay forwards the identical body.
 func (p *proxy) withMetadata(c *call, form *stripe.Form) []byte {
-	if c.op.Action != "create" || c.idemKey == "" {
-		return c.body
-	}
-	switch c.op.Resource {
-	case "charges", "payment_intents", "refunds", "transfers", "payouts":
-	default:
+	if !tagged(c.op) || c.idemKey == "" {
 		return c.body
 	}
 	md := form.Map("metadata")
@@ -407,8 +407,10 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// rewrite builds the upstream request: the upstream URL and the real key;
-// Stripe-Version, Stripe-Account and Idempotency-Key pass through.
+// rewrite builds the upstream request: the upstream URL, the query and body
+// keybrake parsed, and headers built from nothing (upstreamHeader): the real
+// key, the effective Stripe-Account, the parsed Stripe-Version and, on POST,
+// the Idempotency-Key.
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	c := pr.In.Context().Value(callKey{}).(*call)
 	u := p.s.Upstream
@@ -416,10 +418,12 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Host = u.Host
 	pr.Out.URL.Path = strings.TrimSuffix(u.Path, "/") + c.op.Path
 	pr.Out.URL.RawPath = ""
+	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+	pr.Out.URL.ForceQuery = false
 	pr.Out.Host = u.Host
-	pr.Out.Header.Set("Authorization", "Bearer "+p.s.UpstreamKey)
-	pr.Out.Header.Del("Cookie")
-	pr.Out.Header.Del("Keybrake-Request-Id")
+	pr.Out.Header = upstreamHeader(pr.In.Header, c, p.s.UpstreamKey)
+	pr.Out.TransferEncoding = nil
+	pr.Out.Body, pr.Out.ContentLength = http.NoBody, 0
 	if pr.In.Method == http.MethodPost {
 		pr.Out.Header.Set("Idempotency-Key", c.idemKey)
 		pr.Out.Header.Set("Content-Type", "application/x-www-form-urlencoded")
