@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	stripego "github.com/stripe/stripe-go/v82"
+
 	"github.com/keybrake/keybrake"
 	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/stripesim"
@@ -593,16 +595,16 @@ func TestProxy_StripeContextDownstream(t *testing.T) {
 	id, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_accounts":["acct_1"]}`)
 	h := []Header{{"Authorization", "Bearer " + secret}, {"Content-Type", "application/x-www-form-urlencoded"}, {"Stripe-Context", "acct_1"}}
 	t.Run("OKLookupOnContextAccount", func(t *testing.T) {
-		resp, out := e.DoRaw(t, "POST", "/stripe/v1/payment_intents", "amount=1200&currency=usd&payment_method=pm_card_visa", h...)
-		if resp.StatusCode != 200 {
-			t.Fatalf("create: %d %s", resp.StatusCode, out)
-		}
-		var pi struct{ ID string }
-		if err := json.Unmarshal(out, &pi); err != nil {
+		// An intent keybrake holds nothing on (made outside keybrake) is
+		// priced by looking it up, on the effective account.
+		params := &stripego.PaymentIntentCreateParams{Amount: stripego.Int64(1200), Currency: stripego.String("usd"), PaymentMethod: stripego.String("pm_card_visa")}
+		params.SetStripeAccount("acct_1")
+		pi, err := e.Direct().V1PaymentIntents.Create(context.Background(), params)
+		if err != nil {
 			t.Fatal(err)
 		}
 		before := u.Count()
-		resp, out = e.DoRaw(t, "POST", "/stripe/v1/payment_intents/"+pi.ID+"/confirm", "", h...)
+		resp, out := e.DoRaw(t, "POST", "/stripe/v1/payment_intents/"+pi.ID+"/confirm", "", h...)
 		if resp.StatusCode != 200 {
 			t.Fatalf("confirm: %d %s", resp.StatusCode, out)
 		}

@@ -279,7 +279,7 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 			Path:          c.op.Path,
 			Body:          string(c.body),
 			StripeAccount: c.account,
-			StripeVersion: r.Header.Get("Stripe-Version"),
+			StripeVersion: c.env.Version,
 		},
 	}
 	res, err := s.Store.Reserve(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: now})

@@ -56,9 +56,11 @@ func classOf(method, name string) Class {
 
 // Classify returns op's class for the request body form (nil for no body).
 // It narrows the cautious class ParseOperation gave to what this body does.
-// payment_intents.create is ClassPriced only with confirm (anything but
-// confirm=false), otherwise ClassWrite; payment_intents.update is ClassWrite
-// unless it tries to confirm. Every other write with a WriteRule.Free is
+// payment_intents.create is ClassPriced with or without confirm (an
+// unconfirmed intent can be confirmed with its client secret, without
+// keybrake, so its amount is held when it is created); payment_intents.update
+// is ClassPriced (it may raise the intent's hold) and ClassUnpriced if it
+// tries to confirm. Every other write with a WriteRule.Free is
 // ClassWrite for the bodies it describes (subscriptions.delete without
 // invoice_now, invoices.create that cannot advance by itself, ...) and
 // ClassUnpriced for any other body. In these rules an empty or malformed
@@ -71,16 +73,11 @@ func Classify(op Operation, form *Form) Class {
 		form = &Form{}
 	}
 	switch op.Name {
-	case "payment_intents.create":
-		if truthy(form, "confirm") {
-			return ClassPriced
-		}
-		return ClassWrite
 	case "payment_intents.update":
 		if form.Has("confirm") {
 			return ClassUnpriced
 		}
-		return ClassWrite
+		return ClassPriced
 	}
 	if r, ok := ruleByName[op.Name]; ok && r.free != nil && op.Class == r.Class && r.free(form) {
 		return ClassWrite

@@ -169,10 +169,11 @@ func TestClassify(t *testing.T) {
 		{"POST", "/v1/payouts", "amount=1&currency=usd", stripe.ClassPriced, stripe.ClassPriced},
 
 		// Body-dependent writes.
-		{"POST", "/v1/payment_intents", "amount=100&currency=usd", stripe.ClassPriced, stripe.ClassWrite},
-		{"POST", "/v1/payment_intents", "amount=100&currency=usd&confirm=false", stripe.ClassPriced, stripe.ClassWrite},
-		{"POST", "/v1/payment_intents/pi_1", "metadata[a]=b", stripe.ClassUnpriced, stripe.ClassWrite},
-		{"POST", "/v1/payment_intents/pi_1", "confirm=true", stripe.ClassUnpriced, stripe.ClassUnpriced},
+		// An unconfirmed intent is held: its client secret can confirm it.
+		{"POST", "/v1/payment_intents", "amount=100&currency=usd", stripe.ClassPriced, stripe.ClassPriced},
+		{"POST", "/v1/payment_intents", "amount=100&currency=usd&confirm=false", stripe.ClassPriced, stripe.ClassPriced},
+		{"POST", "/v1/payment_intents/pi_1", "metadata[a]=b", stripe.ClassPriced, stripe.ClassPriced},
+		{"POST", "/v1/payment_intents/pi_1", "confirm=true", stripe.ClassPriced, stripe.ClassUnpriced},
 		{"DELETE", "/v1/subscriptions/sub_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
 		{"POST", "/v1/customers", "email=a@b", stripe.ClassUnpriced, stripe.ClassWrite},
 		{"POST", "/v1/customers/cus_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
@@ -185,7 +186,7 @@ func TestClassify(t *testing.T) {
 		{"DELETE", "/v1/customers/cus_1", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/payment_methods/pm_1/attach", "customer=cus_1", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/payment_methods/pm_1/detach", "", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/payment_intents/pi_1/cancel", "", stripe.ClassWrite, stripe.ClassWrite},
+		{"POST", "/v1/payment_intents/pi_1/cancel", "", stripe.ClassPriced, stripe.ClassPriced},
 		{"POST", "/v1/charges/ch_1", "description=x", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/setup_intents", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/setup_intents/seti_1/confirm", "", stripe.ClassWrite, stripe.ClassWrite},
@@ -204,7 +205,7 @@ func TestClassify(t *testing.T) {
 		{"POST", "/v1/application_fees/fee_1/refunds", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/transfers/tr_1/reversals", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/credit_notes", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
-		{"POST", "/v1/payment_intents/pi_1/increment_authorization", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
+		{"POST", "/v1/payment_intents/pi_1/increment_authorization", "", stripe.ClassPriced, stripe.ClassPriced},
 		{"POST", "/v1/terminal/readers/tmr_1/process_payment_intent", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/widgets", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"DELETE", "/v1/widgets/w_1", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
@@ -228,7 +229,7 @@ func TestClassify(t *testing.T) {
 
 	t.Run("NilForm", func(t *testing.T) {
 		op := MustParseOperation(t, "POST", "/v1/payment_intents")
-		if got := stripe.Classify(op, nil); got != stripe.ClassWrite {
+		if got := stripe.Classify(op, nil); got != stripe.ClassPriced {
 			t.Fatalf("Classify(nil) = %s", got)
 		}
 	})
