@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -12,7 +13,7 @@ import (
 // the Connect account and customer scopes, and the refusal of money-moving
 // operations keybrake cannot price. It returns EFORBIDDEN naming what was
 // attempted and what is allowed.
-func (p *proxy) decide(c *call, form *stripe.Form, class stripe.Class) error {
+func (p *proxy) decide(ctx context.Context, c *call, form *stripe.Form, class stripe.Class) error {
 	k := c.key
 	if !endpointAllowed(k.AllowedEndpoints, c.op) {
 		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not call %s (%s %s). Allowed: %s.", c.op.Name, methodOf(c.op), c.op.Path, strings.Join(k.AllowedEndpoints, ", "))
@@ -24,6 +25,9 @@ func (p *proxy) decide(c *call, form *stripe.Form, class stripe.Class) error {
 		}
 		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not act on %s. Allowed Stripe-Account values: %s.", acct, strings.Join(k.AllowedAccounts, ", "))
 	}
+	if len(k.AllowedAccounts) > 0 && pathAccount(c.op) != "" && !contains(k.AllowedAccounts, pathAccount(c.op)) {
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not act on account %s. Allowed accounts: %s.", pathAccount(c.op), strings.Join(k.AllowedAccounts, ", "))
+	}
 	scope := stripe.ScopeOf(c.op, form)
 	if len(k.AllowedAccounts) > 0 {
 		for _, a := range scope.Accounts {
@@ -34,6 +38,9 @@ func (p *proxy) decide(c *call, form *stripe.Form, class stripe.Class) error {
 	}
 	if len(k.AllowedCustomers) > 0 {
 		if err := checkCustomer(k, c.op, scope.Customers, class); err != nil {
+			return err
+		}
+		if err := p.checkObjectCustomer(ctx, c, form); err != nil {
 			return err
 		}
 	}
@@ -105,4 +112,48 @@ func checkCustomer(k *keybrake.Key, op stripe.Operation, customers []string, cla
 // object created earlier (under the same scope).
 func needsCustomer(op stripe.Operation) bool {
 	return op.Action == "create" && (op.Resource == "charges" || op.Resource == "payment_intents")
+}
+
+// pathAccount is the connected account an /v1/accounts/{id}/… path acts
+// on, "" for other paths.
+func pathAccount(op stripe.Operation) string {
+	if op.Resource == "accounts" || strings.HasPrefix(op.Resource, "accounts.") {
+		return op.ID
+	}
+	return ""
+}
+
+// checkObjectCustomer applies the customer allowlist to the existing object
+// a request acts on: the payment intent or charge in its path (confirm,
+// capture, update, cancel, increment), and the charge or payment intent a
+// refund names. The object's customer is looked up upstream with the real
+// key; an object without a customer, or with another one, is refused.
+func (p *proxy) checkObjectCustomer(ctx context.Context, c *call, form *stripe.Form) error {
+	var ids []string
+	switch {
+	case stripe.HoldsObject(c.op):
+		ids = append(ids, c.op.ID)
+	case c.op.Name == "charges.refund", c.op.Name == "charges.refunds.create":
+		ids = append(ids, c.op.ID)
+	case c.op.Name == "refunds.create" && form != nil:
+		for _, param := range []string{"charge", "payment_intent"} {
+			if v, ok := form.Get(param); ok && v != "" {
+				ids = append(ids, v)
+			}
+		}
+	}
+	for _, id := range ids {
+		customer, err := p.objectCustomer(ctx, id, c.account)
+		if err != nil {
+			return err
+		}
+		if customer == "" || !contains(c.key.AllowedCustomers, customer) {
+			who := "no customer"
+			if customer != "" {
+				who = "customer " + customer
+			}
+			return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is limited to customers %s; %s belongs to %s.", strings.Join(c.key.AllowedCustomers, ", "), id, who)
+		}
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ type lookedUp struct {
 	Status         string `json:"status"`
 	Captured       bool   `json:"captured"`
 	LatestCharge   any    `json:"latest_charge"`
+	Customer       any    `json:"customer"`
 }
 
 // PaymentIntent returns the intent's amount and currency.
@@ -109,4 +110,30 @@ func (l *upstreamLookup) get(ctx context.Context, path, account string, v any) e
 		return &keybrake.Error{Code: keybrake.EUNAVAILABLE, Message: "keybrake could not read the upstream lookup of " + path + "."}
 	}
 	return nil
+}
+
+// objectCustomer returns the customer of a payment intent (pi_) or charge
+// (ch_, py_), "" when it has none. Any other id is EINVALID.
+func (p *proxy) objectCustomer(ctx context.Context, id, account string) (string, error) {
+	var path string
+	switch {
+	case strings.HasPrefix(id, "pi_"):
+		path = "/v1/payment_intents/" + url.PathEscape(id)
+	case strings.HasPrefix(id, "ch_"), strings.HasPrefix(id, "py_"):
+		path = "/v1/charges/" + url.PathEscape(id)
+	default:
+		return "", keybrake.Errorf(keybrake.EINVALID, "keybrake cannot tell which customer %q belongs to.", id)
+	}
+	var obj lookedUp
+	if err := (&upstreamLookup{p: p}).get(ctx, path, account, &obj); err != nil {
+		return "", err
+	}
+	switch v := obj.Customer.(type) {
+	case string:
+		return v, nil
+	case map[string]any:
+		s, _ := v["id"].(string)
+		return s, nil
+	}
+	return "", nil
 }

@@ -79,7 +79,7 @@ func MustOpen(tb testing.TB, opts ...Option) *Env {
 		s.Close()
 		store.Close()
 	})
-	return &Env{Server: s, Sim: sim, SimURL: simSrv.URL, Store: store, Clock: clock}
+	return &Env{Server: s, Sim: sim, SimURL: simSrv.URL, Store: s.Store, Clock: clock}
 }
 
 // CreateKey creates a vault key through the admin API and returns its id

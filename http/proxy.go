@@ -111,7 +111,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 	}
 	c.form = form
 	class := stripe.Classify(op, form)
-	if err := p.decide(c, form, class); err != nil {
+	if err := p.decide(r.Context(), c, form, class); err != nil {
 		p.deny(w, r, c, err, nil)
 		return
 	}

@@ -30,6 +30,11 @@ func (s *Server) resolveLoop() {
 			if _, err := s.Resolve(ctx); err != nil {
 				s.logger().Warn("resolver pass failed", "err", err)
 			}
+			if s.holdsDue(s.Now()) {
+				if _, err := s.SweepHolds(ctx); err != nil {
+					s.logger().Warn("hold sweep failed", "err", err)
+				}
+			}
 			cancel()
 		}
 	}

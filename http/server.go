@@ -79,6 +79,9 @@ type Server struct {
 	stop      chan struct{}
 	stopOnce  sync.Once
 	wg        sync.WaitGroup
+
+	sweepMu   sync.Mutex
+	nextSweep time.Time
 }
 
 // NewServer returns a Server with safe defaults.

@@ -155,8 +155,12 @@ func noInvoiceNow(f *Form) bool { return !truthy(f, "invoice_now") }
 
 func noBalance(f *Form) bool { return !f.Has("balance") && !f.Has("cash_balance") }
 
+// invoiceStaysDraft requires auto_advance=false said explicitly: its
+// default has changed between API versions, and a client chooses the
+// version with Stripe-Version, so an absent auto_advance may mean true.
 func invoiceStaysDraft(f *Form) bool {
-	return !truthy(f, "auto_advance") && !f.Has("automatically_finalizes_at") && !f.Has("from_invoice")
+	v, ok := f.Get("auto_advance")
+	return ok && v == "false" && !f.Has("automatically_finalizes_at") && !f.Has("from_invoice")
 }
 
 func invoiceUpdateFree(f *Form) bool {

@@ -178,7 +178,8 @@ func TestClassify(t *testing.T) {
 		{"POST", "/v1/customers", "email=a@b", stripe.ClassUnpriced, stripe.ClassWrite},
 		{"POST", "/v1/customers/cus_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
 		{"POST", "/v1/prices/price_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
-		{"POST", "/v1/invoices", "customer=cus_1", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/invoices", "customer=cus_1&auto_advance=false", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/invoices", "customer=cus_1", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/invoices/in_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
 		{"DELETE", "/v1/subscriptions/sub_1", "invoice_now=true", stripe.ClassUnpriced, stripe.ClassUnpriced},
 

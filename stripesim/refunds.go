@@ -26,6 +26,18 @@ func createRefund(s *Server, c *call) (any, *apiError) {
 	// amount_refunded counts the part a partial capture released, so what is
 	// left to refund is the amount less all of amount_refunded.
 	left := ch.Amount - ch.AmountRefunded
+	if chargeID != "" && authorized(ch) && !f.Has("amount") {
+		// Refunding an uncaptured charge releases its authorization, as
+		// on Stripe: the refund is of the whole amount and nothing moved.
+		releaseLocked(ch)
+		delete(s.st.uncaptured, ch.ID)
+		re := &Refund{ID: newID("re"), Object: "refund", Amount: ch.Amount, Charge: ch.ID, Created: c.now.Unix(),
+			Currency: ch.Currency, PaymentIntent: ch.PaymentIntent, Status: "succeeded", Account: c.account}
+		s.st.Refunds = append(s.st.Refunds, re)
+		s.st.refunds[re.ID] = re
+		s.st.Owners[re.ID] = c.scope
+		return re, nil
+	}
 	if ch.Status != "succeeded" || !ch.Captured {
 		return nil, invalid("charge_not_refundable", "charge", "Charge %s has no captured funds to refund.", ch.ID)
 	}
