@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"testing/fstest"
 
 	"github.com/keybrake/keybrake/sqlite"
+	"github.com/keybrake/keybrake/storetest"
 )
 
 // mustApplied lists schema_migrations in the order the files were applied.
@@ -88,4 +90,43 @@ func TestMigrate(t *testing.T) {
 		}
 		s.Close()
 	})
+}
+
+// 0003_key_policy writes out the old meaning of an empty allowed_endpoints,
+// every operation, as ["*"], and keys made before it may not read secrets.
+func TestMigrate_KeyPolicy(t *testing.T) {
+	s, path := MustOpen(t)
+	old := storetest.NewKey("key_old")
+	old.AllowedEndpoints = nil
+	storetest.MustCreateKey(t, s, old)
+	limited := storetest.NewKey("key_limited")
+	limited.AllowedEndpoints = []string{"charges.create"}
+	storetest.MustCreateKey(t, s, limited)
+	s.Close()
+
+	// Put the file back as it was before 0003.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`ALTER TABLE keys DROP COLUMN allow_secret_reads`,
+		`DELETE FROM schema_migrations WHERE name = '0003_key_policy.sql'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s2 := MustReopen(t, path)
+	for id, want := range map[string][]string{"key_old": {"*"}, "key_limited": {"charges.create"}} {
+		k, err := s2.FindKeyByID(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(k.AllowedEndpoints, want) || k.AllowSecretReads {
+			t.Fatalf("%s after 0003: endpoints %q, secret reads %v", id, k.AllowedEndpoints, k.AllowSecretReads)
+		}
+	}
 }
