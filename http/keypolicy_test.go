@@ -107,17 +107,17 @@ func TestProxy_SecretReads(t *testing.T) {
 	e := MustOpen(t, func(s *khttp.Server) { s.Transport = rec })
 	id, secret := e.CreateKey(t, `{"allowed_endpoints":["*"]}`)
 	h := map[string]string{"Authorization": "Bearer " + secret}
-	reqs := []struct{ method, path, body, what string }{
-		{"GET", "/stripe/v1/issuing/cards/ic_1?expand[]=number", "", "expand[]=number"},
-		{"GET", "/stripe/v1/issuing/cards/ic_1?expand[]=cvc", "", "expand[]=cvc"},
-		{"GET", "/stripe/v1/issuing/cards?expand[]=data.number", "", "data.number"},
-		{"GET", "/stripe/v1/treasury/financial_accounts/fa_1?expand[]=financial_addresses.aba.account_number", "", "account_number"},
-		{"GET", "/stripe/v1/apps/secrets/find?name=k&scope[type]=account&expand[]=payload", "", "payload"},
-		{"GET", "/stripe/v1/apps/secrets?scope[type]=account&expand[]=data.payload", "", "data.payload"},
+	reqs := []struct{ method, path, body string }{
+		{"GET", "/stripe/v1/issuing/cards/ic_1?expand[]=number", ""},
+		{"GET", "/stripe/v1/issuing/cards/ic_1?expand[]=cvc", ""},
+		{"GET", "/stripe/v1/issuing/cards?expand[]=data.number", ""},
+		{"GET", "/stripe/v1/treasury/financial_accounts/fa_1?expand[]=financial_addresses.aba.account_number", ""},
+		{"GET", "/stripe/v1/apps/secrets/find?name=k&scope[type]=account&expand[]=payload", ""},
+		{"GET", "/stripe/v1/apps/secrets?scope[type]=account&expand[]=data.payload", ""},
 	}
 	for _, r := range reqs {
 		resp, out := e.Do(t, r.method, r.path, r.body, h)
-		if resp.StatusCode != 403 || !strings.Contains(string(out), "may not read secrets") || !strings.Contains(string(out), r.what) {
+		if resp.StatusCode != 403 || !strings.Contains(string(out), "may not read secrets") {
 			t.Fatalf("%s: status %d: %s", r.path, resp.StatusCode, out)
 		}
 	}

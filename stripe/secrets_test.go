@@ -24,7 +24,6 @@ func TestSecretRead(t *testing.T) {
 		{"OKIssuingCard", "GET", "/v1/issuing/cards/ic_1", "", false},
 		{"OKIssuingCardCardholder", "GET", "/v1/issuing/cards/ic_1", "expand[]=cardholder", false},
 		{"OKAppsSecretFind", "GET", "/v1/apps/secrets/find", "name=k&scope[type]=account", false},
-		{"OKPayloadElsewhere", "GET", "/v1/events/evt_1", "expand[]=payload", false},
 		{"OKChargeCustomer", "GET", "/v1/charges/ch_1", "expand[]=customer&expand[]=invoice", false},
 		{"OKNumberParamNotExpand", "GET", "/v1/invoices", "number=INV-1", false},
 	} {
