@@ -12,6 +12,7 @@ const (
 	StateSettled   = "settled"   // upstream succeeded; holds the actual amount
 	StateReleased  = "released"  // upstream refused (4xx); nothing counted
 	StateUncertain = "uncertain" // upstream outcome unknown; still counted until resolved
+	StateHeld      = "held"      // the object upstream can still move money without keybrake; counted in full (see HoldService)
 )
 
 // UpstreamRequest is what the proxy forwarded, kept so the resolver can
@@ -87,9 +88,9 @@ type ReserveResult struct {
 // SettleArgs moves a reservation to a new state.
 type SettleArgs struct {
 	ID             string
-	State          string // StateSettled, StateReleased or StateUncertain
-	SettledMicros  Micros // for StateSettled: the actual amount in USD
-	Amount         int64  // for StateSettled: the actual amount in minor units
+	State          string // StateSettled, StateReleased, StateUncertain or StateHeld
+	SettledMicros  Micros // for StateSettled: the actual amount in USD; for StateHeld: what the object can still move (the hold grows to it, never shrinks)
+	Amount         int64  // for StateSettled and StateHeld: the amount in minor units
 	Currency       string
 	ObjectID       string
 	UpstreamStatus int
@@ -109,6 +110,7 @@ type Spend struct {
 	Month     Micros `json:"monthly_usd"`
 	Total     Micros `json:"total_usd"`
 	Uncertain Micros `json:"uncertain_usd"` // part of Total whose outcome is not yet known
+	Held      Micros `json:"held_usd"`      // part of Total held on objects that can still move money (see HoldService)
 }
 
 // SpendService holds the money ledger of the proxy. Every method is atomic.
@@ -132,9 +134,12 @@ type SpendService interface {
 	// released, EUNAUTHORIZED if the key was revoked or expired.
 	Rearm(ctx context.Context, args ReserveArgs) (ReserveResult, error)
 
-	// Settle moves a reservation to settled, released or uncertain and
-	// adjusts the counters. Settled and released are final: settling them
-	// again returns ECONFLICT. Returns ENOTFOUND for an unknown ID.
+	// Settle moves a reservation to settled, released, uncertain or held
+	// and adjusts the counters. Settled and released are final: settling
+	// them again returns ECONFLICT. Settling to held keeps the larger of
+	// the reserved amount and SettledMicros (a hold never shrinks while its
+	// object lives); settling a held reservation to settled counts what
+	// moved and releases the rest. Returns ENOTFOUND for an unknown ID.
 	Settle(ctx context.Context, args SettleArgs) (*Reservation, error)
 
 	// FindReservationByID returns a reservation. Returns ENOTFOUND.
@@ -157,6 +162,7 @@ type SpendService interface {
 type Store interface {
 	KeyService
 	SpendService
+	HoldService
 	EventService
 	// Ping returns EUNAVAILABLE if the store cannot be reached.
 	Ping(ctx context.Context) error

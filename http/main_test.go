@@ -141,6 +141,12 @@ func (e *Env) Stripe(secret string) *stripego.Client {
 	return StripeClient(e.Server.URL(), secret, 0)
 }
 
+// Direct returns a stripe-go client that talks to the simulator with the real
+// secret, as somebody outside keybrake would.
+func (e *Env) Direct() *stripego.Client {
+	return StripeClient(e.SimURL, "sk_test_upstream_secret_do_not_leak", 0)
+}
+
 // StripeClient returns a stripe-go client for base with retries.
 func StripeClient(base, secret string, retries int64) *stripego.Client {
 	cfg := &stripego.BackendConfig{

@@ -23,6 +23,8 @@ type metrics struct {
 	latency   *prometheus.HistogramVec
 	reservedM *prometheus.CounterVec
 	resolves  *prometheus.CounterVec
+	exceeded  *prometheus.CounterVec
+	swept     *prometheus.CounterVec
 
 	mu    sync.Mutex
 	names map[string]bool
@@ -47,9 +49,15 @@ func newMetrics() *metrics {
 		resolves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keybrake_resolved_total", Help: "Uncertain reservations the resolver brought to a final state.",
 		}, []string{"state"}),
+		exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keybrake_hold_exceeded_total", Help: "Upstream answers whose amount was above what keybrake reserved for them (an alarm: counted in full).",
+		}, []string{"operation"}),
+		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keybrake_holds_swept_total", Help: "Expired holds the sweeper ended, by the state it left them in.",
+		}, []string{"state"}),
 		names: map[string]bool{},
 	}
-	m.reg.MustRegister(m.decisions, m.upstreams, m.latency, m.reservedM, m.resolves,
+	m.reg.MustRegister(m.decisions, m.upstreams, m.latency, m.reservedM, m.resolves, m.exceeded, m.swept,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -89,4 +97,12 @@ func (m *metrics) reserved(c *call, replay bool) {
 
 func (m *metrics) resolved(state string) {
 	m.resolves.WithLabelValues(state).Inc()
+}
+
+func (m *metrics) holdExceeded(op string) {
+	m.exceeded.WithLabelValues(m.label(op)).Inc()
+}
+
+func (m *metrics) holdSwept(state string) {
+	m.swept.WithLabelValues(state).Inc()
 }

@@ -76,8 +76,10 @@ func mustCustomer(tb testing.TB, e *Env) string {
 	return c.ID
 }
 
-// Operations whose amount is not in the request are priced by looking the
-// object up upstream: confirming an intent, refunding what is left.
+// An intent's amount is held when it is created, confirmed or not: its
+// client secret could confirm it without keybrake. Confirming it settles
+// against the hold; confirming an intent keybrake holds nothing on (made
+// outside keybrake) is priced by looking it up upstream.
 func TestProxy_PricedByLookup(t *testing.T) {
 	e := MustOpen(t)
 	id, secret := e.CreateKey(t, `{"daily_usd_cap":30}`)
@@ -88,22 +90,29 @@ func TestProxy_PricedByLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.Spend(t, id).Day; got != 0 {
-		t.Fatalf("an unconfirmed intent counted %s", got)
+	if got := e.Spend(t, id); got.Day != 20*keybrake.MicrosPerUSD || got.Held != 20*keybrake.MicrosPerUSD {
+		t.Fatalf("an unconfirmed intent counted %s (held %s), want 20.00 held", got.Day, got.Held)
 	}
 	if _, err := sc.V1PaymentIntents.Confirm(ctx, pi.ID, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.Spend(t, id).Day; got != 20*keybrake.MicrosPerUSD {
-		t.Fatalf("after confirm: %s, want 20.00", got)
+	if got := e.Spend(t, id); got.Day != 20*keybrake.MicrosPerUSD || got.Held != 0 {
+		t.Fatalf("after confirm: %s (held %s), want 20.00 settled", got.Day, got.Held)
 	}
-	t.Run("ErrConfirmOverCap", func(t *testing.T) {
-		pi2, err := sc.V1PaymentIntents.Create(ctx, &stripego.PaymentIntentCreateParams{Amount: stripego.Int64(1500), Currency: stripego.String("usd"), PaymentMethod: stripego.String("pm_card_visa")})
+	t.Run("ErrCreateOverCap", func(t *testing.T) {
+		_, err := sc.V1PaymentIntents.Create(ctx, &stripego.PaymentIntentCreateParams{Amount: stripego.Int64(1500), Currency: stripego.String("usd"), PaymentMethod: stripego.String("pm_card_visa")})
+		StripeErr(t, err, 429)
+	})
+	t.Run("ErrConfirmOutsideIntentOverCap", func(t *testing.T) {
+		pi2, err := e.Direct().V1PaymentIntents.Create(ctx, &stripego.PaymentIntentCreateParams{Amount: stripego.Int64(1500), Currency: stripego.String("usd"), PaymentMethod: stripego.String("pm_card_visa")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = sc.V1PaymentIntents.Confirm(ctx, pi2.ID, nil)
-		StripeErr(t, err, 429)
+		se := StripeErr(t, err, 429)
+		if !strings.Contains(se.Msg, "$15.00") {
+			t.Fatalf("message %q does not price the looked-up intent", se.Msg)
+		}
 	})
 	t.Run("OKConfirmInCreate", func(t *testing.T) {
 		_, err := sc.V1PaymentIntents.Create(ctx, &stripego.PaymentIntentCreateParams{Amount: stripego.Int64(500), Currency: stripego.String("usd"), PaymentMethod: stripego.String("pm_card_visa"), Confirm: stripego.Bool(true)})

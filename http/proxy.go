@@ -3,9 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,13 +46,17 @@ type call struct {
 	requestID string
 	key       *keybrake.Key
 	op        stripe.Operation
-	account   string
+	env       envelope // the parsed headers
+	account   string   // the effective connected account (env.Account)
 	idemKey   string
+	form      *stripe.Form
 	body      []byte // forwarded body
 	price     stripe.Price
 	priced    bool
-	rsv       *keybrake.Reservation // the reservation this request made or replays
+	rsv       *keybrake.Reservation // the reservation this request made or replays, or the hold it acts on
 	replay    bool
+	held      bool   // rsv is the hold of the object the request acts on, made by an earlier request
+	lock      string // the object this request has locked (HoldService.LockObject), "" for none
 	settled   bool
 }
 
@@ -82,18 +84,21 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 
 	key, err := p.authenticate(r)
 	if err != nil {
-		s.metrics.decision("unknown", "unauthorized")
-		s.writeStripeError(w, r, err, nil)
+		p.unauthorized(w, r, c, key, err)
 		return
 	}
 	c.key = key
+	if c.env, err = parseEnvelope(r); err != nil {
+		p.deny(w, r, c, err, nil)
+		return
+	}
+	c.account = c.env.Account
 	op, err := stripe.ParseOperation(r.Method, path)
 	if err != nil {
 		p.deny(w, r, c, err, nil)
 		return
 	}
 	c.op = op
-	c.account = r.Header.Get("Stripe-Account")
 
 	if op.Name == "keybrake.key" && r.Method == http.MethodGet {
 		p.serveOwnKey(w, r, c)
@@ -107,6 +112,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 		p.deny(w, r, c, err, nil)
 		return
 	}
+	c.form = form
 	class := stripe.Classify(op, form)
 	if err := p.decide(c, form, class); err != nil {
 		p.deny(w, r, c, err, nil)
@@ -117,9 +123,19 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 			p.deny(w, r, c, err, nil)
 			return
 		}
+		if err := checkTag(c, form); err != nil {
+			p.deny(w, r, c, err, nil)
+			return
+		}
 	}
-	if class == stripe.ClassPriced {
-		if ok := p.reserve(w, r, c, form); !ok {
+	if class == stripe.ClassPriced && stripe.HoldsObject(op) {
+		defer p.unlock(c)
+		if ok := p.holdObject(w, r, c, form); !ok {
+			return
+		}
+	} else if class == stripe.ClassPriced {
+		price := func() (stripe.Price, error) { return p.pricer.Price(r.Context(), c.op, form, c.account) }
+		if ok := p.reserve(w, r, c, form, price); !ok {
 			return
 		}
 	}
@@ -127,7 +143,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 }
 
 // authenticate finds the vault key in Authorization: Bearer, or Basic with
-// the key as user name as `curl -u vault_key_…:` sends it.
+// the key as user name as `curl -u vault_key_…:` sends it. A revoked or
+// expired key is returned with its EUNAUTHORIZED, so the refusal is
+// audited on it.
 func (p *proxy) authenticate(r *http.Request) (*keybrake.Key, error) {
 	secret := ""
 	h := r.Header.Get("Authorization")
@@ -153,7 +171,7 @@ func (p *proxy) authenticate(r *http.Request) (*keybrake.Key, error) {
 		return nil, storeError(err)
 	}
 	if err := k.Usable(p.s.Now()); err != nil {
-		return nil, err
+		return k, err
 	}
 	return k, nil
 }
@@ -178,13 +196,10 @@ func storeError(err error) error {
 // readForm reads and parses the body (POST) or query (GET) strictly.
 func (p *proxy) readForm(r *http.Request, c *call) (*stripe.Form, error) {
 	if r.Method == http.MethodGet || r.Method == http.MethodDelete {
-		return stripe.ParseForm(r.URL.RawQuery)
+		return parseForm(r.URL.RawQuery)
 	}
 	if r.Method != http.MethodPost {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "Unsupported method %s; the Stripe API takes GET, POST and DELETE.", r.Method)
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
-		return nil, keybrake.Errorf(keybrake.EINVALID, "Invalid Content-Type %q: the Stripe API takes application/x-www-form-urlencoded bodies.", ct)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, p.s.MaxBodyBytes+1))
 	if err != nil {
@@ -197,13 +212,13 @@ func (p *proxy) readForm(r *http.Request, c *call) (*stripe.Form, error) {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "POST parameters must be in the body, not the query string.")
 	}
 	c.body = body
-	return stripe.ParseForm(string(body))
+	return parseForm(string(body))
 }
 
 // idempotencyKey takes the client's Idempotency-Key or makes one, so that
 // every POST can be replayed safely by the resolver.
 func (p *proxy) idempotencyKey(r *http.Request, c *call) error {
-	k := r.Header.Get("Idempotency-Key")
+	k := c.env.IdempotencyKey
 	if len(k) > 255 {
 		return keybrake.ErrorParam("Idempotency-Key", "Idempotency-Key is %d characters; Stripe accepts at most 255.", len(k))
 	}
@@ -215,18 +230,16 @@ func (p *proxy) idempotencyKey(r *http.Request, c *call) error {
 }
 
 // fingerprint identifies the request so a reused Idempotency-Key with other
-// parameters is told apart from a replay.
+// parameters, account or API version is told apart from a replay; see
+// stripe.Fingerprint for why parameter order does not count.
 func (c *call) fingerprint() string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n", c.op.Path, c.account, c.key.ID)
-	h.Write(c.body)
-	return hex.EncodeToString(h.Sum(nil))
+	return stripe.Fingerprint(stripe.FingerprintArgs{KeyID: c.key.ID, Operation: c.op.Name, Path: c.op.Path, Account: c.account, Version: c.env.Version, Form: c.form})
 }
 
-// reserve prices the operation and reserves it against every cap of the
-// key. It writes the refusal and returns false when the request must not be
-// forwarded.
-func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *stripe.Form) bool {
+// reserve prices the operation with price and reserves it against every
+// cap of the key. It writes the refusal and returns false when the request
+// must not be forwarded.
+func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *stripe.Form, price func() (stripe.Price, error)) bool {
 	s := p.s
 	if cur, ok := form.Get("currency"); ok && !c.key.Caps.Any() {
 		if _, hasRate := s.Rates.Rate(cur); !hasRate {
@@ -240,7 +253,7 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 			return true
 		}
 	}
-	price, err := p.pricer.Price(r.Context(), c.op, form, c.account)
+	pr, err := price()
 	if err != nil {
 		if keybrake.ErrorCode(err) == keybrake.EFORBIDDEN && strings.HasPrefix(keybrake.ErrorMessage(err), "no exchange rate") {
 			err = keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: %s, so it cannot count this amount against the key's USD caps. Ask the operator to add the currency to --rates.", c.op.Name, keybrake.ErrorMessage(err))
@@ -248,8 +261,8 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 		p.deny(w, r, c, err, nil)
 		return false
 	}
-	c.price, c.priced = price, true
-	if err := p.checkCurrency(c.key, price.Currency); err != nil {
+	c.price, c.priced = pr, true
+	if err := p.checkCurrency(c.key, pr.Currency); err != nil {
 		p.deny(w, r, c, err, nil)
 		return false
 	}
@@ -261,15 +274,15 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 		IdempotencyKey: c.idemKey,
 		Fingerprint:    c.fingerprint(),
 		Operation:      c.op.Name,
-		Amount:         price.Amount,
-		Currency:       price.Currency,
-		Micros:         price.Micros,
+		Amount:         pr.Amount,
+		Currency:       pr.Currency,
+		Micros:         pr.Micros,
 		Request: keybrake.UpstreamRequest{
 			Method:        r.Method,
 			Path:          c.op.Path,
 			Body:          string(c.body),
 			StripeAccount: c.account,
-			StripeVersion: r.Header.Get("Stripe-Version"),
+			StripeVersion: c.env.Version,
 		},
 	}
 	res, err := s.Store.Reserve(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: now})
@@ -333,12 +346,7 @@ func (p *proxy) checkCurrency(k *keybrake.Key, currency string) error {
 // Stripe's idempotency window. The result is deterministic for one key, so
 // a replay forwards the identical body.
 func (p *proxy) withMetadata(c *call, form *stripe.Form) []byte {
-	if c.op.Action != "create" || c.idemKey == "" {
-		return c.body
-	}
-	switch c.op.Resource {
-	case "charges", "payment_intents", "refunds", "transfers", "payouts":
-	default:
+	if !tagged(c.op) || c.idemKey == "" {
 		return c.body
 	}
 	md := form.Map("metadata")
@@ -402,8 +410,10 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// rewrite builds the upstream request: the upstream URL and the real key;
-// Stripe-Version, Stripe-Account and Idempotency-Key pass through.
+// rewrite builds the upstream request: the upstream URL, the query and body
+// keybrake parsed, and headers built from nothing (upstreamHeader): the real
+// key, the effective Stripe-Account, the parsed Stripe-Version and, on POST,
+// the Idempotency-Key.
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	c := pr.In.Context().Value(callKey{}).(*call)
 	u := p.s.Upstream
@@ -411,10 +421,12 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Host = u.Host
 	pr.Out.URL.Path = strings.TrimSuffix(u.Path, "/") + c.op.Path
 	pr.Out.URL.RawPath = ""
+	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+	pr.Out.URL.ForceQuery = false
 	pr.Out.Host = u.Host
-	pr.Out.Header.Set("Authorization", "Bearer "+p.s.UpstreamKey)
-	pr.Out.Header.Del("Cookie")
-	pr.Out.Header.Del("Keybrake-Request-Id")
+	pr.Out.Header = upstreamHeader(pr.In.Header, c, p.s.UpstreamKey)
+	pr.Out.TransferEncoding = nil
+	pr.Out.Body, pr.Out.ContentLength = http.NoBody, 0
 	if pr.In.Method == http.MethodPost {
 		pr.Out.Header.Set("Idempotency-Key", c.idemKey)
 		pr.Out.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -447,36 +459,37 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 	// Keybrake-Request-Id and Keybrake-Upstream are already on the
 	// response writer; ReverseProxy adds the upstream's headers to them.
 
-	obj := parseObject(body)
+	out := stripe.ReadOutcome(body)
 	decision := keybrake.DecisionAllow
 	if c.replay {
 		decision = keybrake.DecisionReplay
 	}
 	reason := ""
 	if c.rsv != nil {
-		reason = p.settle(resp.Request.Context(), c, resp.StatusCode, obj)
+		reason = p.settle(resp.Request.Context(), c, resp.StatusCode, out)
 		resp.Header.Set("Keybrake-Reservation", c.rsv.ID)
 	}
 	p.s.metrics.upstream(c, resp.StatusCode)
 	p.s.metrics.decision(opName(c), decision)
-	p.audit(resp.Request, c, decision, reason, resp.StatusCode, obj.ID)
+	p.audit(resp.Request, c, decision, reason, resp.StatusCode, out.ID)
 	return nil
 }
 
 // settle applies the upstream outcome to the request's reservation and
 // returns a reason for the audit log.
-func (p *proxy) settle(ctx context.Context, c *call, status int, obj object) string {
+func (p *proxy) settle(ctx context.Context, c *call, status int, out stripe.Outcome) string {
 	rsv := c.rsv
+	if c.held {
+		return p.settleHold(ctx, c, status, out)
+	}
 	if c.replay && rsv.State != keybrake.StateUncertain {
 		return "idempotent replay; already counted"
 	}
-	args := keybrake.SettleArgs{ID: rsv.ID, ObjectID: obj.ID, UpstreamStatus: status, Now: p.s.Now()}
+	args := keybrake.SettleArgs{ID: rsv.ID, ObjectID: out.ID, UpstreamStatus: status, Now: p.s.Now()}
 	reason := ""
 	switch {
 	case status >= 200 && status < 300:
-		args.State = keybrake.StateSettled
-		args.Amount, args.Currency, args.SettledMicros = p.actual(c.rsv, obj)
-		reason = "settled"
+		args, reason = p.s.outcomeArgs(rsv, status, out)
 	case status == http.StatusConflict && c.replay:
 		return "idempotency key in use upstream"
 	case status >= 400 && status < 500:
@@ -489,7 +502,7 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, obj object) str
 		args.State = keybrake.StateUncertain
 		reason = fmt.Sprintf("uncertain: upstream answered %d; the resolver will replay it", status)
 	}
-	updated, err := p.s.Store.Settle(context.WithoutCancel(ctx), args)
+	updated, err := p.s.settleOutcome(context.WithoutCancel(ctx), rsv, args)
 	if err != nil {
 		// The reservation stays counted; the resolver settles it later.
 		p.s.logger().Error("settle failed; left for the resolver", "reservation", rsv.ID, "err", err)
@@ -499,26 +512,15 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, obj object) str
 	return reason
 }
 
-// actual is the amount an upstream 2xx says moved, in USD micros. If the
-// response cannot be read, the reserved amount stands: never under-count.
-func (p *proxy) actual(rsv *keybrake.Reservation, obj object) (int64, string, keybrake.Micros) {
-	if obj.Amount == nil || obj.Currency == "" {
-		return rsv.Amount, rsv.Currency, rsv.Micros
-	}
-	m, err := p.s.Rates.ToMicros(*obj.Amount, obj.Currency)
-	if err != nil {
-		return rsv.Amount, rsv.Currency, rsv.Micros
-	}
-	return *obj.Amount, obj.Currency, m
-}
-
 // errorHandler answers when the upstream could not be reached or cut the
 // connection. Money may have moved, so the reservation stays counted as
 // uncertain; a retry with the same Idempotency-Key is safe.
 func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	c := r.Context().Value(callKey{}).(*call)
 	reason := "upstream unreachable: " + upstreamErrorKind(err)
-	if c.rsv != nil && !c.replay {
+	if c.held {
+		reason += "; the object's hold stays counted in full"
+	} else if c.rsv != nil && !c.replay {
 		_, serr := p.s.Store.Settle(context.WithoutCancel(r.Context()), keybrake.SettleArgs{ID: c.rsv.ID, State: keybrake.StateUncertain, Now: p.s.Now()})
 		if serr != nil {
 			p.s.logger().Error("mark uncertain failed; left for the resolver", "reservation", c.rsv.ID, "err", serr)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/stripe"
 )
 
 // resolveLoop runs Resolve every ResolveInterval until Close.
@@ -69,15 +70,15 @@ func (s *Server) resolveOne(ctx context.Context, rsv *keybrake.Reservation) (boo
 	if err != nil {
 		return false, s.leaveUncertain(ctx, rsv, 0, "resolver replay failed: "+upstreamErrorKind(err))
 	}
-	obj := parseObject(body)
+	out := stripe.ReadOutcome(body)
 	switch {
 	case status >= 200 && status < 300:
-		amount, currency, micros := s.proxy.actual(rsv, obj)
-		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateSettled, Amount: amount, Currency: currency, SettledMicros: micros, ObjectID: obj.ID, UpstreamStatus: status, Now: s.Now()}, "resolver: settled by idempotent replay")
+		args, reason := s.outcomeArgs(rsv, status, out)
+		return true, s.finish(ctx, rsv, args, "resolver: "+reason+" by idempotent replay")
 	case status == http.StatusConflict || status == http.StatusTooManyRequests:
 		return false, s.leaveUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
 	case status >= 400 && status < 500:
-		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateReleased, ObjectID: obj.ID, UpstreamStatus: status, Now: s.Now()}, fmt.Sprintf("resolver: released, upstream answered %d", status))
+		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateReleased, ObjectID: out.ID, UpstreamStatus: status, Now: s.Now()}, fmt.Sprintf("resolver: released, upstream answered %d", status))
 	default:
 		return false, s.leaveUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
 	}
@@ -149,7 +150,7 @@ func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation)
 		return false, s.leaveUncertain(ctx, rsv, status, "resolver: search failed; will retry")
 	}
 	var result struct {
-		Data []object `json:"data"`
+		Data []json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &result); err != nil {
 		return false, s.leaveUncertain(ctx, rsv, status, "resolver: unreadable search result; will retry")
@@ -157,8 +158,8 @@ func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation)
 	if len(result.Data) == 0 {
 		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateReleased, UpstreamStatus: status, Now: s.Now()}, "resolver: no object found by metadata after the idempotency window; released")
 	}
-	amount, currency, micros := s.proxy.actual(rsv, result.Data[0])
-	return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateSettled, Amount: amount, Currency: currency, SettledMicros: micros, ObjectID: result.Data[0].ID, UpstreamStatus: status, Now: s.Now()}, "resolver: settled from the object found by metadata")
+	args, reason := s.outcomeArgs(rsv, status, stripe.ReadOutcome(result.Data[0]))
+	return true, s.finish(ctx, rsv, args, "resolver: "+reason+" from the object found by metadata")
 }
 
 // leaveUncertain keeps a reservation the resolver could not settle counted
@@ -174,7 +175,7 @@ func (s *Server) leaveUncertain(ctx context.Context, rsv *keybrake.Reservation, 
 }
 
 func (s *Server) finish(ctx context.Context, rsv *keybrake.Reservation, args keybrake.SettleArgs, reason string) error {
-	updated, err := s.Store.Settle(ctx, args)
+	updated, err := s.settleOutcome(ctx, rsv, args)
 	if err != nil {
 		return fmt.Errorf("settle %s: %w", rsv.ID, err)
 	}

@@ -57,6 +57,11 @@ type Server struct {
 	// StaleAfter is how long a reservation may stay "reserved" before the
 	// resolver treats it as interrupted (its replica died). Default 2 min.
 	StaleAfter time.Duration
+	// HoldTTL is how long keybrake keeps a hold on an object that can still
+	// move money (an unconfirmed payment intent, an uncaptured
+	// authorization) before the hold sweeper ends it: it cancels the object
+	// upstream with the real key and releases the hold. Default 24 h.
+	HoldTTL time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger receives structured logs; default slog.Default().
@@ -83,6 +88,7 @@ func NewServer() *Server {
 		MaxBodyBytes:    DefaultMaxBodyBytes,
 		UpstreamTimeout: 80 * time.Second,
 		StaleAfter:      2 * time.Minute,
+		HoldTTL:         24 * time.Hour,
 		Now:             time.Now,
 		Rates:           stripe.Rates{},
 	}
@@ -135,6 +141,9 @@ func (s *Server) init() error {
 	}
 	if s.UpstreamTimeout <= 0 {
 		s.UpstreamTimeout = 80 * time.Second
+	}
+	if s.HoldTTL <= 0 {
+		s.HoldTTL = 24 * time.Hour
 	}
 	if s.StaleAfter <= 0 {
 		s.StaleAfter = 2 * time.Minute

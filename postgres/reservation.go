@@ -179,7 +179,7 @@ func (s *Store) readCounters(ctx context.Context, keyID, day, month string) (cou
 // state or a negative amount.
 func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake.Reservation, error) {
 	switch args.State {
-	case keybrake.StateSettled, keybrake.StateReleased, keybrake.StateUncertain:
+	case keybrake.StateSettled, keybrake.StateReleased, keybrake.StateUncertain, keybrake.StateHeld:
 	default:
 		return nil, keybrake.ErrorParam("state", "Cannot settle a reservation to %q.", args.State)
 	}
@@ -281,7 +281,11 @@ func (s *Store) Spend(ctx context.Context, keyID, day, month string) (keybrake.S
 	if err != nil {
 		return keybrake.Spend{}, s.wrap("spend of "+keyID, err)
 	}
-	return keybrake.Spend{Day: c.day, Month: c.month, Total: c.total, Uncertain: c.uncertain}, nil
+	sp := keybrake.Spend{Day: c.day, Month: c.month, Total: c.total, Uncertain: c.uncertain}
+	if err := s.queryRow(ctx, `SELECT COALESCE(SUM(micros), 0)::bigint FROM reservations WHERE key_id = $1 AND state = 'held'`, keyID).Scan(&sp.Held); err != nil {
+		return keybrake.Spend{}, s.wrap("spend of "+keyID, err)
+	}
+	return sp, nil
 }
 
 func collectReservations(rows pgx.Rows) ([]*keybrake.Reservation, error) {

@@ -40,14 +40,20 @@ var (
 	// qSettle moves an unresolved reservation to its new state; a final
 	// one matches no row. Amount and currency change only when a settlement
 	// names a currency, object ID and upstream status only when set.
+	// A hold (?2 = 'held') grows to ?3 and never shrinks; its amount and
+	// currency follow only when it grows. SET expressions read the row as
+	// it was before the UPDATE.
 	qSettle = `UPDATE reservations SET state = ?2,
-		settled_micros = ?3,
-		amount = CASE WHEN ?2 = 'settled' AND ?5 <> '' THEN ?4 ELSE amount END,
-		currency = CASE WHEN ?2 = 'settled' AND ?5 <> '' THEN ?5 ELSE currency END,
+		settled_micros = CASE WHEN ?2 = 'settled' THEN ?3 ELSE 0 END,
+		micros = CASE WHEN ?2 = 'held' AND ?3 > micros THEN ?3 ELSE micros END,
+		amount = CASE WHEN ?5 <> '' AND (?2 = 'settled' OR (?2 = 'held' AND ?3 > micros)) THEN ?4 ELSE amount END,
+		currency = CASE WHEN ?5 <> '' AND (?2 = 'settled' OR (?2 = 'held' AND ?3 > micros)) THEN ?5 ELSE currency END,
 		object_id = CASE WHEN ?6 <> '' THEN ?6 ELSE object_id END,
 		upstream_status = CASE WHEN ?7 <> 0 THEN ?7 ELSE upstream_status END,
+		lease_owner = CASE WHEN ?2 IN ('settled', 'released', 'held') THEN '' ELSE lease_owner END,
+		lease_until = CASE WHEN ?2 IN ('settled', 'released', 'held') THEN NULL ELSE lease_until END,
 		updated_at = ?8
-		WHERE id = ?1 AND state IN ('reserved', 'uncertain')
+		WHERE id = ?1 AND state IN ('reserved', 'uncertain', 'held')
 		RETURNING ` + resColumns
 )
 
@@ -213,7 +219,8 @@ const spendQuery = `SELECT
 	COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'daily' AND bucket = ?2), 0),
 	COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'monthly' AND bucket = ?3), 0),
 	COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'total' AND bucket = ''), 0),
-	COALESCE((SELECT SUM(micros) FROM reservations WHERE key_id = ?1 AND state = 'uncertain'), 0)`
+	COALESCE((SELECT SUM(micros) FROM reservations WHERE key_id = ?1 AND state = 'uncertain'), 0),
+	COALESCE((SELECT SUM(micros) FROM reservations WHERE key_id = ?1 AND state = 'held'), 0)`
 
 // overCap returns the first window in which spent plus m would exceed the
 // key's cap, or nil when every cap holds. Landing exactly on a cap passes.
@@ -230,7 +237,7 @@ func overCap(caps keybrake.Caps, spent keybrake.Spend, m keybrake.Micros, now ti
 // a negative settled amount.
 func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake.Reservation, error) {
 	switch args.State {
-	case keybrake.StateSettled, keybrake.StateReleased, keybrake.StateUncertain:
+	case keybrake.StateSettled, keybrake.StateReleased, keybrake.StateUncertain, keybrake.StateHeld:
 	default:
 		return nil, keybrake.ErrorParam("state", "Cannot settle a reservation to %q.", args.State)
 	}
@@ -242,10 +249,7 @@ func (s *Store) Settle(ctx context.Context, args keybrake.SettleArgs) (*keybrake
 		now = s.now()
 	}
 
-	settled := keybrake.Micros(0)
-	if args.State == keybrake.StateSettled {
-		settled = args.SettledMicros
-	}
+	settled := args.SettledMicros
 
 	// One statement, committed in a batch: the trigger
 	// reservations_count_update moves the counters in the same statement.
@@ -370,7 +374,7 @@ func (s *Store) LeaseUncertain(ctx context.Context, owner string, now, staleBefo
 // unknown key has spent nothing.
 func (s *Store) Spend(ctx context.Context, keyID, day, month string) (keybrake.Spend, error) {
 	var sp keybrake.Spend
-	if err := s.queryRow(ctx, qSpend, keyID, day, month).Scan(&sp.Day, &sp.Month, &sp.Total, &sp.Uncertain); err != nil {
+	if err := s.queryRow(ctx, qSpend, keyID, day, month).Scan(&sp.Day, &sp.Month, &sp.Total, &sp.Uncertain, &sp.Held); err != nil {
 		return keybrake.Spend{}, wrap(err, "spend of key %s", keyID)
 	}
 	return sp, nil

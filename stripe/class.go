@@ -1,96 +1,44 @@
 package stripe
 
-// priced are the operations that move money and that Pricer can price.
-var priced = map[string]bool{
-	"charges.create":          true,
-	"charges.capture":         true,
-	"charges.refund":          true, // the legacy POST /v1/charges/{id}/refund
-	"charges.refunds.create":  true, // the legacy POST /v1/charges/{id}/refunds
-	"payment_intents.create":  true, // only with confirm; see Classify
-	"payment_intents.confirm": true,
-	"payment_intents.capture": true,
-	"refunds.create":          true,
-	"transfers.create":        true,
-	"payouts.create":          true,
+//go:generate go run ./internal/opsgen -o testdata/operations.txt
+
+// WriteRule is what keybrake knows of one Stripe write (a POST or DELETE):
+// its class and why. The invariant behind every rule: a write is free
+// (ClassWrite) only if it is known to be unable to move money, or to make
+// money movable later without passing keybrake again, for that body.
+// Charging a customer (now, or later by Stripe on its own), refunding,
+// paying out, transferring, spending a balance or a card, and redirecting
+// where payouts go all count as moving money.
+type WriteRule struct {
+	Name   string // the operation, as ParseOperation names it
+	Family string // the group it is listed under in docs/money-model.md
+	Class  Class  // the class for the most cautious body: ClassWrite, ClassPriced or ClassUnpriced
+	Free   string // when set, the bodies for which Classify narrows Class to ClassWrite
+	Reason string // why, in one line
+	Own    bool   // priced or classified by keybrake's own payment rules (cost.go, Classify), not by this table
+
+	free func(*Form) bool // reports whether the body is one that Free describes
 }
 
-// cautious are writes that move money only for some bodies; ParseOperation
-// calls them ClassUnpriced and Classify narrows them to ClassWrite.
-var cautious = map[string]bool{
-	"payment_intents.update": true, // with confirm
-	"subscriptions.cancel":   true, // with invoice_now
-	"subscriptions.delete":   true, // the legacy cancel, with invoice_now
+// WriteRules returns the rule of every write in Stripe's API, grouped by
+// family in the order docs/money-model.md lists them. A write that has no
+// rule is ClassUnpriced: an operation keybrake does not know is assumed to
+// move money.
+func WriteRules() []WriteRule {
+	return append([]WriteRule(nil), writeRules...)
 }
 
-// moneyFree are the writes known to move no money. Every other write is
-// ClassUnpriced: an operation keybrake does not know is assumed to spend.
-var moneyFree = map[string]bool{
-	"account_links.create": true, "accounts.create": true, "accounts.update": true,
-	"accounts.login_links.create": true,
-
-	"billing_portal.configurations.create": true, "billing_portal.configurations.update": true,
-	"billing_portal.sessions.create": true,
-
-	"charges.update": true,
-
-	"checkout.sessions.expire": true,
-
-	"coupons.create": true, "coupons.update": true, "coupons.delete": true,
-
-	"customers.create": true, "customers.update": true, "customers.delete": true,
-	"customers.sources.create": true, "customers.sources.update": true,
-	"customers.sources.delete": true, "customers.sources.verify": true,
-	"customers.tax_ids.create": true, "customers.tax_ids.delete": true,
-	"customers.discount.delete": true, "customers.cash_balance.update": true,
-
-	"disputes.update": true,
-
-	"ephemeral_keys.create": true, "ephemeral_keys.delete": true,
-
-	"file_links.create": true, "file_links.update": true, "files.create": true,
-
-	"invoices.create": true, "invoices.update": true, "invoices.delete": true,
-	"invoices.finalize": true, "invoices.send": true, "invoices.void": true,
-	"invoices.mark_uncollectible": true, "invoices.add_lines": true,
-	"invoices.remove_lines": true, "invoices.update_lines": true,
-
-	"payment_intents.cancel": true,
-
-	"payment_links.update": true,
-
-	"payment_methods.create": true, "payment_methods.update": true,
-	"payment_methods.attach": true, "payment_methods.detach": true,
-
-	"payouts.update": true, "payouts.cancel": true,
-
-	"plans.create": true, "plans.update": true, "plans.delete": true,
-
-	"prices.create": true, "prices.update": true,
-
-	"products.create": true, "products.update": true, "products.delete": true,
-
-	"promotion_codes.create": true, "promotion_codes.update": true,
-
-	"quotes.create": true, "quotes.update": true, "quotes.cancel": true, "quotes.finalize": true,
-
-	"refunds.update": true, "refunds.cancel": true,
-
-	"setup_intents.create": true, "setup_intents.update": true, "setup_intents.confirm": true,
-	"setup_intents.cancel": true, "setup_intents.verify_microdeposits": true,
-
-	"shipping_rates.create": true, "shipping_rates.update": true,
-
-	"tax_rates.create": true, "tax_rates.update": true,
-
-	"tokens.create": true,
-
-	"topups.update": true, "topups.cancel": true,
-
-	"transfers.update": true, "transfers.reversals.update": true,
-	"application_fees.refunds.update": true,
-
-	"webhook_endpoints.create": true, "webhook_endpoints.update": true, "webhook_endpoints.delete": true,
-}
+// ruleByName indexes writeRules.
+var ruleByName = func() map[string]WriteRule {
+	m := make(map[string]WriteRule, len(writeRules))
+	for _, r := range writeRules {
+		if _, dup := m[r.Name]; dup {
+			panic("stripe: two write rules for " + r.Name)
+		}
+		m[r.Name] = r
+	}
+	return m
+}()
 
 // classOf is the cautious class of an operation, before its body is known.
 func classOf(method, name string) Class {
@@ -99,12 +47,179 @@ func classOf(method, name string) Class {
 		return ClassRead
 	case method != "POST" && method != "DELETE":
 		return ClassUnpriced
-	case priced[name]:
-		return ClassPriced
-	case cautious[name]:
-		return ClassUnpriced
-	case moneyFree[name]:
-		return ClassWrite
+	}
+	if r, ok := ruleByName[name]; ok {
+		return r.Class
 	}
 	return ClassUnpriced
 }
+
+// Classify returns op's class for the request body form (nil for no body).
+// It narrows the cautious class ParseOperation gave to what this body does.
+// payment_intents.create is ClassPriced with or without confirm (an
+// unconfirmed intent can be confirmed with its client secret, without
+// keybrake, so its amount is held when it is created); payment_intents.update
+// is ClassPriced (it may raise the intent's hold) and ClassUnpriced if it
+// tries to confirm. Every other write with a WriteRule.Free is
+// ClassWrite for the bodies it describes (subscriptions.delete without
+// invoice_now, invoices.create that cannot advance by itself, ...) and
+// ClassUnpriced for any other body. In these rules an empty or malformed
+// boolean counts as its money-moving value.
+func Classify(op Operation, form *Form) Class {
+	if op.Class == ClassRead {
+		return ClassRead
+	}
+	if form == nil {
+		form = &Form{}
+	}
+	switch op.Name {
+	case "payment_intents.update":
+		if form.Has("confirm") {
+			return ClassUnpriced
+		}
+		return ClassPriced
+	}
+	if r, ok := ruleByName[op.Name]; ok && r.free != nil && op.Class == r.Class && r.free(form) {
+		return ClassWrite
+	}
+	return op.Class
+}
+
+// truthy reports whether the boolean parameter name was sent as anything but
+// false. An empty or malformed value counts as true: when in doubt, assume
+// money moves.
+func truthy(form *Form, name string) bool {
+	if !form.Has(name) {
+		return false
+	}
+	v, ok := form.Get(name)
+	return !ok || v != "false"
+}
+
+// present reports whether anything was sent at the nested path:
+// present(form, "settings", "payouts") for settings[payouts][schedule]=...
+func present(form *Form, path ...string) bool {
+	var node any = form.Tree
+	for _, seg := range path {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return false
+		}
+		if node, ok = m[seg]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// only reports whether every top-level parameter sent is one of allowed, so
+// that a parameter keybrake has not reviewed (or one Stripe adds later)
+// makes the body unpriced.
+func only(form *Form, allowed ...string) bool {
+	for k := range form.Tree {
+		found := false
+		for _, a := range allowed {
+			if k == a {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// oneOf reports whether the parameter name is absent or exactly one of values.
+func oneOf(form *Form, name string, values ...string) bool {
+	if !form.Has(name) {
+		return true
+	}
+	v, ok := form.Get(name)
+	if !ok {
+		return false
+	}
+	for _, x := range values {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// The body rules: each returns true for the bodies its WriteRule.Free
+// describes.
+
+func noInvoiceNow(f *Form) bool { return !truthy(f, "invoice_now") }
+
+func noBalance(f *Form) bool { return !f.Has("balance") && !f.Has("cash_balance") }
+
+func invoiceStaysDraft(f *Form) bool {
+	return !truthy(f, "auto_advance") && !f.Has("automatically_finalizes_at") && !f.Has("from_invoice")
+}
+
+func invoiceUpdateFree(f *Form) bool {
+	return only(f, "account_tax_ids", "auto_advance", "collection_method", "custom_fields",
+		"days_until_due", "default_payment_method", "default_source", "description", "due_date",
+		"effective_at", "expand", "footer", "metadata", "number", "payment_settings", "rendering",
+		"shipping_details", "statement_descriptor") &&
+		!truthy(f, "auto_advance") && oneOf(f, "collection_method", "send_invoice")
+}
+
+func subscriptionUpdateFree(f *Form) bool {
+	return only(f, "cancel_at_period_end", "cancellation_details", "description", "expand", "metadata") &&
+		oneOf(f, "cancel_at_period_end", "true")
+}
+
+func noPayoutChange(f *Form) bool {
+	return !f.Has("external_account") && !f.Has("bank_account") && !present(f, "settings", "payouts")
+}
+
+func setupMode(f *Form) bool {
+	v, ok := f.Get("mode")
+	return ok && v == "setup"
+}
+
+func customerComponentsFree(f *Form) bool {
+	c, ok := f.Tree["components"].(map[string]any)
+	if !ok {
+		return !f.Has("components")
+	}
+	for k := range c {
+		switch k {
+		case "payment_element", "mobile_payment_element", "customer_sheet", "active_entitlements":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func noIssuingCard(f *Form) bool { return !f.Has("issuing_card") && !f.Has("nonce") }
+
+func deactivatesLink(f *Form) bool {
+	return only(f, "active", "expand", "inactive_message", "metadata") && oneOf(f, "active", "false")
+}
+
+func metadataOnly(f *Form) bool { return only(f, "description", "expand", "metadata") }
+
+func priceUpdateFree(f *Form) bool { return only(f, "active", "expand", "metadata", "nickname") }
+
+func cardDeactivated(f *Form) bool {
+	return only(f, "cancellation_reason", "expand", "metadata", "status") && oneOf(f, "status", "inactive", "canceled")
+}
+
+func cardholderDeactivated(f *Form) bool {
+	return only(f, "expand", "metadata", "preferred_locales", "status") && oneOf(f, "status", "inactive")
+}
+
+func tokenDeactivated(f *Form) bool { return oneOf(f, "status", "deleted", "suspended") }
+
+func noImmediateInvoice(f *Form) bool {
+	return oneOf(f, "proration_behavior", "none", "create_prorations") && !f.Has("payment_behavior")
+}
+
+func financialAccountUpdateFree(f *Form) bool { return only(f, "expand", "metadata", "nickname") }
+
+func noForwarding(f *Form) bool { return !f.Has("forwarding_settings") }

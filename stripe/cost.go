@@ -223,3 +223,75 @@ func idParam(form *Form, name string) (string, error) {
 	}
 	return s, nil
 }
+
+// Target prices the most that op's object can move once op with form has
+// run, for an operation on an existing object (HoldsObject). held is what
+// keybrake already holds on the object for the key, nil when nothing is.
+//
+//   - payment_intents.update: the amount and currency params where given,
+//     the rest from held or, with nothing held, from Lookup.PaymentIntent.
+//   - payment_intents.increment_authorization: the amount param (the new
+//     total, required), in the currency of held or of the looked-up intent.
+//   - payment_intents.confirm, payment_intents.capture, charges.capture:
+//     held when something is held (they move at most what the object can);
+//     else what Price says.
+//
+// Returns the errors Price returns. payment_intents.cancel moves nothing:
+// callers do not price it.
+func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account string, held *Price) (Price, error) {
+	if form == nil {
+		form = &Form{}
+	}
+	if !Raises(op, form) {
+		if held != nil {
+			return *held, nil
+		}
+		if op.Name == "payment_intents.update" {
+			return p.intent(ctx, op, account)
+		}
+		return p.Price(ctx, op, form, account)
+	}
+	var base Price
+	if held != nil {
+		base = *held
+	} else {
+		var err error
+		if base, err = p.intent(ctx, op, account); err != nil {
+			return Price{}, err
+		}
+	}
+	pr := Price{Amount: base.Amount, Currency: base.Currency}
+	if form.Has("amount") || op.Name == "payment_intents.increment_authorization" {
+		amount, err := amountParam(form, "amount")
+		if err != nil {
+			return Price{}, err
+		}
+		pr.Amount = amount
+	}
+	if form.Has("currency") {
+		c, err := currencyParam(form)
+		if err != nil {
+			return Price{}, err
+		}
+		pr.Currency = c
+	}
+	var err error
+	if pr.Micros, err = p.Rates.ToMicros(pr.Amount, pr.Currency); err != nil {
+		return Price{}, err
+	}
+	return pr, nil
+}
+
+// intent prices the payment intent in op's path at its current amount.
+func (p *Pricer) intent(ctx context.Context, op Operation, account string) (Price, error) {
+	pr, err := p.lookup(ctx, "payment intent", op.ID, func(l Lookup) (int64, string, error) {
+		return l.PaymentIntent(ctx, op.ID, account)
+	})
+	if err != nil {
+		return Price{}, err
+	}
+	if pr.Micros, err = p.Rates.ToMicros(pr.Amount, pr.Currency); err != nil {
+		return Price{}, err
+	}
+	return pr, nil
+}

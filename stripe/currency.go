@@ -4,7 +4,10 @@
 // operations in USD micros.
 package stripe
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // currencyInfo is a currency's number of decimals and Stripe's minimum charge
 // amount in its minor unit.
@@ -76,3 +79,25 @@ func ValidCurrencyCode(s string) bool {
 
 // MaxAmount is the largest amount Stripe takes: eight digits.
 const MaxAmount = 99_999_999
+
+// FormatAmount writes amount, in the minor unit of currency, as a decimal
+// with the currency's code: 1050 usd is "10.50 USD", 500 jpy "500 JPY",
+// 1000 kwd "1.000 KWD".
+func FormatAmount(amount int64, currency string) string {
+	exp, _ := Exponent(currency)
+	neg := amount < 0
+	if neg {
+		amount = -amount
+	}
+	digits := strconv.FormatInt(amount, 10)
+	if exp > 0 {
+		for len(digits) <= exp {
+			digits = "0" + digits
+		}
+		digits = digits[:len(digits)-exp] + "." + digits[len(digits)-exp:]
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	return digits + " " + strings.ToUpper(currency)
+}

@@ -5,7 +5,7 @@ import "strings"
 // namespaces are path segments that group resources rather than name one:
 // /v1/checkout/sessions is the resource checkout.sessions.
 var namespaces = map[string]bool{
-	"apps": true, "billing": true, "billing_portal": true, "checkout": true,
+	"apple_pay": true, "apps": true, "billing": true, "billing_portal": true, "checkout": true,
 	"climate": true, "entitlements": true, "financial_connections": true,
 	"forwarding": true, "identity": true, "issuing": true, "radar": true,
 	"reporting": true, "sigma": true, "tax": true, "terminal": true,
@@ -28,17 +28,27 @@ var subCollections = map[string]bool{
 	"cards": true, "cash_balance_transactions": true, "computed_upfront_line_items": true,
 	"external_accounts": true, "features": true, "funding_instructions": true,
 	"line_items": true, "lines": true, "login_links": true, "payment_methods": true,
-	"persons": true, "refunds": true, "reversals": true, "sources": true,
+	"people": true, "persons": true, "refunds": true, "reversals": true, "sources": true, "subscriptions": true,
 	"tax_ids": true, "usage_record_summaries": true, "usage_records": true,
 }
 
 // collectionVerbs are segments right after a collection that are actions, not
-// ids: GET /v1/customers/search, GET /v1/invoices/upcoming/lines.
-// Search is a verb of every collection.
+// ids: GET /v1/customers/search, GET /v1/invoices/upcoming/lines,
+// POST /v1/tax/transactions/create_reversal. Search is a verb of every
+// collection. Without them the verb would be read as an object id, and two
+// writes would share a name.
 var collectionVerbs = map[string]bool{
-	"invoices.upcoming":       true,
-	"invoices.create_preview": true,
-	"credit_notes.preview":    true,
+	"apps.secrets.delete":                                          true,
+	"apps.secrets.find":                                            true,
+	"credit_notes.preview":                                         true,
+	"invoices.create_preview":                                      true,
+	"invoices.upcoming":                                            true,
+	"payment_records.report_payment":                               true,
+	"tax.transactions.create_from_calculation":                     true,
+	"tax.transactions.create_reversal":                             true,
+	"test_helpers.issuing.authorizations.fraud_challenges.respond": true,
+	"test_helpers.issuing.transactions.create_force_capture":       true,
+	"test_helpers.issuing.transactions.create_unlinked_refund":     true,
 }
 
 // genericActions are never verbs, so that POST /v1/charges/ch_1/create is

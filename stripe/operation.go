@@ -96,50 +96,6 @@ func ParseOperation(method, path string) (Operation, error) {
 	return op, nil
 }
 
-// Classify returns op's class for the request body form (nil for no body).
-// It narrows the cautious class ParseOperation gave to what this body does:
-// payment_intents.create is ClassPriced only with confirm (anything but
-// confirm=false), otherwise ClassWrite; payment_intents.update is ClassWrite
-// unless it tries to confirm; subscriptions.cancel and subscriptions.delete
-// are ClassWrite unless invoice_now asks for a final invoice to be charged.
-func Classify(op Operation, form *Form) Class {
-	if op.Class == ClassRead {
-		return ClassRead
-	}
-	if form == nil {
-		form = &Form{}
-	}
-	switch op.Name {
-	case "payment_intents.create":
-		if truthy(form, "confirm") {
-			return ClassPriced
-		}
-		return ClassWrite
-	case "payment_intents.update":
-		if form.Has("confirm") {
-			return ClassUnpriced
-		}
-		return ClassWrite
-	case "subscriptions.cancel", "subscriptions.delete":
-		if truthy(form, "invoice_now") {
-			return ClassUnpriced
-		}
-		return ClassWrite
-	}
-	return op.Class
-}
-
-// truthy reports whether the boolean parameter name was sent as anything but
-// false. An empty or malformed value counts as true: when in doubt, assume
-// money moves.
-func truthy(form *Form, name string) bool {
-	if !form.Has(name) {
-		return false
-	}
-	v, ok := form.Get(name)
-	return !ok || v != "false"
-}
-
 func validMethod(m string) bool {
 	if m == "" || len(m) > 16 {
 		return false

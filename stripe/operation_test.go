@@ -63,6 +63,16 @@ func TestParseOperation(t *testing.T) {
 			{"POST", "/v1/terminal/readers/tmr_1/process_payment_intent", "terminal.readers.process_payment_intent", "tmr_1", ""},
 			{"GET", "/v1/tax/settings", "tax.settings.retrieve", "", ""},
 			{"POST", "/v1/subscription_items/si_1/usage_records", "subscription_items.usage_records.create", "si_1", ""},
+			{"POST", "/v1/accounts/acct_1/people", "accounts.people.create", "acct_1", ""},
+			{"POST", "/v1/apple_pay/domains", "apple_pay.domains.create", "", ""},
+			{"DELETE", "/v1/apple_pay/domains/apwc_1", "apple_pay.domains.delete", "apwc_1", ""},
+			{"POST", "/v1/apps/secrets/delete", "apps.secrets.delete", "", ""},
+			{"GET", "/v1/apps/secrets/find", "apps.secrets.find", "", ""},
+			{"POST", "/v1/payment_records/report_payment", "payment_records.report_payment", "", ""},
+			{"POST", "/v1/tax/transactions/create_reversal", "tax.transactions.create_reversal", "", ""},
+			{"POST", "/v1/test_helpers/issuing/transactions/create_force_capture", "test_helpers.issuing.transactions.create_force_capture", "", ""},
+			{"POST", "/v1/customers/cus_1/subscriptions", "customers.subscriptions.create", "cus_1", ""},
+			{"POST", "/v1/test_helpers/issuing/authorizations/iauth_1/fraud_challenges/respond", "test_helpers.issuing.authorizations.fraud_challenges.respond", "iauth_1", ""},
 			{"GET", "/v1/keybrake/key", "keybrake.key", "", ""},
 			{"HEAD", "/v1/charges/ch_1", "charges.retrieve", "ch_1", ""},
 			{"PUT", "/v1/charges", "charges.put", "", ""},
@@ -159,33 +169,35 @@ func TestClassify(t *testing.T) {
 		{"POST", "/v1/payouts", "amount=1&currency=usd", stripe.ClassPriced, stripe.ClassPriced},
 
 		// Body-dependent writes.
-		{"POST", "/v1/payment_intents", "amount=100&currency=usd", stripe.ClassPriced, stripe.ClassWrite},
-		{"POST", "/v1/payment_intents", "amount=100&currency=usd&confirm=false", stripe.ClassPriced, stripe.ClassWrite},
-		{"POST", "/v1/payment_intents/pi_1", "metadata[a]=b", stripe.ClassUnpriced, stripe.ClassWrite},
-		{"POST", "/v1/payment_intents/pi_1", "confirm=true", stripe.ClassUnpriced, stripe.ClassUnpriced},
-		{"POST", "/v1/subscriptions/sub_1/cancel", "", stripe.ClassUnpriced, stripe.ClassWrite},
+		// An unconfirmed intent is held: its client secret can confirm it.
+		{"POST", "/v1/payment_intents", "amount=100&currency=usd", stripe.ClassPriced, stripe.ClassPriced},
+		{"POST", "/v1/payment_intents", "amount=100&currency=usd&confirm=false", stripe.ClassPriced, stripe.ClassPriced},
+		{"POST", "/v1/payment_intents/pi_1", "metadata[a]=b", stripe.ClassPriced, stripe.ClassPriced},
+		{"POST", "/v1/payment_intents/pi_1", "confirm=true", stripe.ClassPriced, stripe.ClassUnpriced},
+		{"DELETE", "/v1/subscriptions/sub_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/customers", "email=a@b", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/customers/cus_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/prices/price_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/invoices", "customer=cus_1", stripe.ClassUnpriced, stripe.ClassWrite},
+		{"POST", "/v1/invoices/in_1", "", stripe.ClassUnpriced, stripe.ClassWrite},
 		{"DELETE", "/v1/subscriptions/sub_1", "invoice_now=true", stripe.ClassUnpriced, stripe.ClassUnpriced},
 
 		// Known money-free writes.
-		{"POST", "/v1/customers", "email=a@b", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/customers/cus_1", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"DELETE", "/v1/customers/cus_1", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/payment_methods/pm_1/attach", "customer=cus_1", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/payment_methods/pm_1/detach", "", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/payment_intents/pi_1/cancel", "", stripe.ClassWrite, stripe.ClassWrite},
+		{"POST", "/v1/payment_intents/pi_1/cancel", "", stripe.ClassPriced, stripe.ClassPriced},
 		{"POST", "/v1/charges/ch_1", "description=x", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/setup_intents", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/setup_intents/seti_1/confirm", "", stripe.ClassWrite, stripe.ClassWrite},
 		{"POST", "/v1/products", "name=x", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/prices/price_1", "", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/invoices", "customer=cus_1", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/invoices/in_1", "", stripe.ClassWrite, stripe.ClassWrite},
-		{"POST", "/v1/invoices/in_1/finalize", "", stripe.ClassWrite, stripe.ClassWrite},
 
 		// Unpriced: moves money, or might.
 		{"POST", "/v1/invoices/in_1/pay", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/subscriptions", "customer=cus_1", stripe.ClassUnpriced, stripe.ClassUnpriced},
-		{"POST", "/v1/subscriptions/sub_1", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
+		{"POST", "/v1/subscriptions/sub_1", "items[0][price]=price_1", stripe.ClassUnpriced, stripe.ClassUnpriced},
+		{"POST", "/v1/invoices/in_1/finalize", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
+		{"POST", "/v1/subscriptions/sub_1/cancel", "", stripe.ClassUnpriced, stripe.ClassUnpriced}, // not a Stripe endpoint: DELETE cancels
 		{"POST", "/v1/checkout/sessions", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/payment_links", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/subscription_schedules", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
@@ -193,7 +205,7 @@ func TestClassify(t *testing.T) {
 		{"POST", "/v1/application_fees/fee_1/refunds", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/transfers/tr_1/reversals", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/credit_notes", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
-		{"POST", "/v1/payment_intents/pi_1/increment_authorization", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
+		{"POST", "/v1/payment_intents/pi_1/increment_authorization", "", stripe.ClassPriced, stripe.ClassPriced},
 		{"POST", "/v1/terminal/readers/tmr_1/process_payment_intent", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"POST", "/v1/widgets", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
 		{"DELETE", "/v1/widgets/w_1", "", stripe.ClassUnpriced, stripe.ClassUnpriced},
@@ -217,7 +229,7 @@ func TestClassify(t *testing.T) {
 
 	t.Run("NilForm", func(t *testing.T) {
 		op := MustParseOperation(t, "POST", "/v1/payment_intents")
-		if got := stripe.Classify(op, nil); got != stripe.ClassWrite {
+		if got := stripe.Classify(op, nil); got != stripe.ClassPriced {
 			t.Fatalf("Classify(nil) = %s", got)
 		}
 	})

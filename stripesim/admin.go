@@ -15,6 +15,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == "/objects" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, s.GroundTruth())
+	case path == "/moved" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, s.Moved())
 	case path == "/faults" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, map[string]any{"faults": s.Faults()})
 	case path == "/faults" && r.Method == http.MethodPost:

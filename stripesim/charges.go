@@ -40,6 +40,9 @@ func (s *Server) newCharge(c *call, spec chargeSpec) (*Charge, string) {
 	}
 	s.st.Charges = append(s.st.Charges, ch)
 	s.st.charges[ch.ID] = ch
+	if authorized(ch) {
+		s.st.uncaptured[ch.ID] = ch
+	}
 	s.st.Owners[ch.ID] = c.scope
 	return ch, decline
 }

@@ -5,16 +5,18 @@ import "encoding/json"
 // Customer is a Stripe customer. DefaultSource is the test token or payment
 // method charges fall back to when they name the customer and no source.
 type Customer struct {
-	ID            string            `json:"id"`
-	Object        string            `json:"object"`
-	Created       int64             `json:"created"`
-	Email         string            `json:"email"`
-	Name          string            `json:"name"`
-	Description   string            `json:"description"`
-	DefaultSource string            `json:"default_source"`
-	Livemode      bool              `json:"livemode"`
-	Metadata      map[string]string `json:"metadata"`
-	Account       string            `json:"account,omitempty"`
+	ID            string `json:"id"`
+	Object        string `json:"object"`
+	Created       int64  `json:"created"`
+	Email         string `json:"email"`
+	Name          string `json:"name"`
+	Description   string `json:"description"`
+	DefaultSource string `json:"default_source"`
+	// InvoiceSettings holds the payment method invoices charge first.
+	InvoiceSettings InvoiceSettings   `json:"invoice_settings"`
+	Livemode        bool              `json:"livemode"`
+	Metadata        map[string]string `json:"metadata"`
+	Account         string            `json:"account,omitempty"`
 }
 
 // MarshalJSON writes empty optional fields as null, as Stripe does.
@@ -220,6 +222,8 @@ type GroundTruth struct {
 	Refunds        []Refund        `json:"refunds"`
 	Transfers      []Transfer      `json:"transfers"`
 	Payouts        []Payout        `json:"payouts"`
+	InvoiceItems   []InvoiceItem   `json:"invoice_items"`
+	Invoices       []Invoice       `json:"invoices"`
 }
 
 // listObject is Stripe's list envelope.

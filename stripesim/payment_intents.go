@@ -183,7 +183,18 @@ func retrievePaymentIntent(s *Server, c *call) (any, *apiError) {
 	if aerr := allow(c.form, "client_secret"); aerr != nil {
 		return nil, aerr
 	}
-	return s.paymentIntent(c)
+	pi, aerr := s.paymentIntent(c)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if secret, ok, aerr := str(c.form, "client_secret"); aerr != nil {
+		return nil, aerr
+	} else if ok {
+		if aerr := checkClientSecret(pi, secret); aerr != nil {
+			return nil, aerr
+		}
+	}
+	return pi, nil
 }
 
 func (s *Server) paymentIntent(c *call) (*PaymentIntent, *apiError) {
@@ -253,15 +264,24 @@ func updatePaymentIntent(s *Server, c *call) (any, *apiError) {
 	return pi, nil
 }
 
-// confirmPaymentIntent serves POST /v1/payment_intents/{id}/confirm.
+// confirmPaymentIntent serves POST /v1/payment_intents/{id}/confirm, with
+// the secret key or, from a browser, with a publishable key and the
+// client_secret; a client_secret sent must match either way.
 func confirmPaymentIntent(s *Server, c *call) (any, *apiError) {
 	f := c.form
-	if aerr := allow(f, append([]string{"payment_method", "capture_method"}, piIgnored...)...); aerr != nil {
+	if aerr := allow(f, append([]string{"payment_method", "capture_method", "client_secret"}, piIgnored...)...); aerr != nil {
 		return nil, aerr
 	}
 	pi, aerr := s.paymentIntent(c)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if secret, ok, aerr := str(f, "client_secret"); aerr != nil {
+		return nil, aerr
+	} else if ok {
+		if aerr := checkClientSecret(pi, secret); aerr != nil {
+			return nil, aerr
+		}
 	}
 	confirmable := []string{piRequiresPaymentMethod, piRequiresConfirmation, piRequiresAction}
 	if !slices.Contains(confirmable, pi.Status) {
@@ -320,7 +340,7 @@ func capturePaymentIntent(s *Server, c *call) (any, *apiError) {
 		pi.Metadata = mergeMetadata(pi.Metadata, md)
 	}
 	if ch := s.st.charges[pi.LatestCharge]; ch != nil {
-		ch.Captured, ch.AmountCaptured = true, amount
+		captureLocked(ch, amount)
 	}
 	pi.Status, pi.AmountReceived, pi.AmountCapturable = piSucceeded, amount, 0
 	return pi, nil
@@ -353,9 +373,61 @@ func cancelPaymentIntent(s *Server, c *call) (any, *apiError) {
 	}
 	if pi.Status == piRequiresCapture {
 		if ch := s.st.charges[pi.LatestCharge]; ch != nil {
-			ch.AmountRefunded, ch.Refunded = ch.Amount, true
+			releaseLocked(ch)
 		}
 	}
 	pi.Status, pi.CancellationReason, pi.CanceledAt, pi.AmountCapturable = piCanceled, reason, c.now.Unix(), 0
+	return pi, nil
+}
+
+// incrementAuthorization serves POST
+// /v1/payment_intents/{id}/increment_authorization: amount is the new total
+// to hold, above the current amount, on a manual-capture PaymentIntent that
+// requires capture. Its charge's amount grows with it, as on Stripe.
+func incrementAuthorization(s *Server, c *call) (any, *apiError) {
+	f := c.form
+	if aerr := allow(f, "amount", "description", "metadata", "statement_descriptor",
+		"application_fee_amount", "transfer_data"); aerr != nil {
+		return nil, aerr
+	}
+	pi, aerr := s.paymentIntent(c)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if pi.Status != piRequiresCapture || pi.CaptureMethod != "manual" {
+		return nil, errUnexpectedState("payment_intent_unexpected_state",
+			"You cannot increment the authorization of this PaymentIntent because it has a status of %s and capture_method %s. "+
+				"Only a PaymentIntent with capture_method manual and status requires_capture may have its authorization incremented.",
+			pi.Status, pi.CaptureMethod)
+	}
+	amount, aerr := requiredAmount(f, "amount")
+	if aerr != nil {
+		return nil, aerr
+	}
+	if amount <= pi.Amount {
+		return nil, invalid("", "amount",
+			"The amount (%d) must be greater than the PaymentIntent's current amount (%d): it is the new total to authorize.", amount, pi.Amount)
+	}
+	if aerr := checkAmount("amount", amount, pi.Currency, true); aerr != nil {
+		return nil, aerr
+	}
+	upd := *pi
+	if f.Has("description") {
+		if upd.Description, aerr = optional(f, "description"); aerr != nil {
+			return nil, aerr
+		}
+	}
+	md, aerr := metadataParam(f)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if md != nil {
+		upd.Metadata = mergeMetadata(pi.Metadata, md)
+	}
+	upd.Amount, upd.AmountCapturable = amount, amount
+	*pi = upd
+	if ch := s.st.charges[pi.LatestCharge]; ch != nil {
+		ch.Amount = amount
+	}
 	return pi, nil
 }

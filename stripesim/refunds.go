@@ -23,7 +23,9 @@ func createRefund(s *Server, c *call) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	left := ch.AmountCaptured - ch.AmountRefunded
+	// amount_refunded counts the part a partial capture released, so what is
+	// left to refund is the amount less all of amount_refunded.
+	left := ch.Amount - ch.AmountRefunded
 	if ch.Status != "succeeded" || !ch.Captured {
 		return nil, invalid("charge_not_refundable", "charge", "Charge %s has no captured funds to refund.", ch.ID)
 	}
@@ -61,7 +63,7 @@ func createRefund(s *Server, c *call) (any, *apiError) {
 		Currency: ch.Currency, Metadata: mergeMetadata(nil, md), PaymentIntent: ch.PaymentIntent,
 		Reason: reason, Status: "succeeded", Account: c.account}
 	ch.AmountRefunded += amount
-	ch.Refunded = ch.AmountRefunded >= ch.AmountCaptured
+	ch.Refunded = ch.AmountRefunded >= ch.Amount
 	s.st.Refunds = append(s.st.Refunds, re)
 	s.st.refunds[re.ID] = re
 	s.st.Owners[re.ID] = c.scope

@@ -16,8 +16,13 @@ const MaxBodyBytes = 1 << 20
 // testKeyPrefix is the only kind of secret key the simulator accepts.
 const testKeyPrefix = "sk_test_"
 
-// authenticate returns the secret key of a request, sent as Bearer auth or as
-// the user of Basic auth (curl -u sk_test_…:), as Stripe takes it.
+// publishableKeyPrefix is the only kind of publishable key it accepts, on the
+// few endpoints a browser may call (see publishableScope).
+const publishableKeyPrefix = "pk_test_"
+
+// authenticate returns the API key of a request, sent as Bearer auth or as
+// the user of Basic auth (curl -u sk_test_…:), as Stripe takes it: a test
+// secret key, or a test publishable key.
 func authenticate(r *http.Request) (string, *apiError) {
 	auth := r.Header.Get("Authorization")
 	var key string
@@ -37,7 +42,11 @@ func authenticate(r *http.Request) (string, *apiError) {
 		}
 		key = user
 	}
-	if !strings.HasPrefix(key, testKeyPrefix) || len(key) == len(testKeyPrefix) || strings.ContainsAny(key, " \t") {
+	prefix := testKeyPrefix
+	if strings.HasPrefix(key, publishableKeyPrefix) {
+		prefix = publishableKeyPrefix
+	}
+	if !strings.HasPrefix(key, prefix) || len(key) == len(prefix) || strings.ContainsAny(key, " \t") {
 		return "", newError(http.StatusUnauthorized, typeInvalidRequest, "", "",
 			"Invalid API Key provided: %s", maskKey(key))
 	}

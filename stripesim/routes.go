@@ -19,6 +19,12 @@ func route(method, path string) (handler, string, bool) {
 		}
 	}
 	get, post := method == http.MethodGet, method == http.MethodPost
+	if h, ok := invoiceRoute(method, parts); ok {
+		if len(parts) == 1 {
+			return h, "", true
+		}
+		return h, parts[1], true
+	}
 	switch {
 	case len(parts) == 1 && post:
 		switch parts[0] {
@@ -57,6 +63,10 @@ func route(method, path string) (handler, string, bool) {
 		}
 	case len(parts) == 2 && post && parts[0] == "payment_intents":
 		return updatePaymentIntent, parts[1], true
+	case len(parts) == 2 && post && parts[0] == "customers":
+		return updateCustomer, parts[1], true
+	case len(parts) == 3 && post && parts[0] == "charges" && parts[2] == "capture":
+		return captureCharge, parts[1], true
 	case len(parts) == 3 && post && parts[0] == "payment_intents":
 		switch parts[2] {
 		case "confirm":
@@ -65,7 +75,36 @@ func route(method, path string) (handler, string, bool) {
 			return capturePaymentIntent, parts[1], true
 		case "cancel":
 			return cancelPaymentIntent, parts[1], true
+		case "increment_authorization":
+			return incrementAuthorization, parts[1], true
 		}
 	}
 	return nil, "", false
+}
+
+// invoiceRoute maps the invoice and invoice item endpoints.
+func invoiceRoute(method string, parts []string) (handler, bool) {
+	if parts[0] != "invoices" && parts[0] != "invoiceitems" {
+		return nil, false
+	}
+	key := method + " " + parts[0]
+	if len(parts) > 1 {
+		key += "/{id}"
+	}
+	if len(parts) == 3 {
+		key += "/" + parts[2]
+	}
+	h, ok := map[string]handler{
+		"POST invoiceitems":            createInvoiceItem,
+		"GET invoiceitems/{id}":        retrieveInvoiceItem,
+		"POST invoices":                createInvoice,
+		"GET invoices/{id}":            retrieveInvoice,
+		"POST invoices/{id}":           updateInvoice,
+		"DELETE invoices/{id}":         deleteInvoice,
+		"POST invoices/{id}/add_lines": addInvoiceLines,
+		"POST invoices/{id}/finalize":  finalizeInvoice,
+		"POST invoices/{id}/pay":       payInvoice,
+		"POST invoices/{id}/void":      voidInvoice,
+	}[key]
+	return h, ok && len(parts) <= 3
 }

@@ -73,10 +73,12 @@ func (s *Server) Now() time.Time {
 }
 
 // Advance moves the simulator clock forward by d, for instance past the 24
-// hours after which Idempotency-Keys are forgotten.
+// hours after which Idempotency-Keys are forgotten, and applies what fell
+// due meanwhile: uncaptured authorizations older than 7 days are released.
 func (s *Server) Advance(d time.Duration) {
 	s.mu.Lock()
 	s.st.OffsetNanos += int64(d)
+	s.tickLocked()
 	s.mu.Unlock()
 	s.persist()
 }
@@ -91,6 +93,7 @@ func (s *Server) Close() error {
 func (s *Server) GroundTruth() GroundTruth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tickLocked()
 	return GroundTruth{
 		Customers:      copyAll(s.st.Customers),
 		Charges:        copyAll(s.st.Charges),
@@ -98,7 +101,23 @@ func (s *Server) GroundTruth() GroundTruth {
 		Refunds:        copyAll(s.st.Refunds),
 		Transfers:      copyAll(s.st.Transfers),
 		Payouts:        copyAll(s.st.Payouts),
+		InvoiceItems:   copyAll(s.st.InvoiceItems),
+		Invoices:       copyInvoices(s.st.Invoices),
 	}
+}
+
+// copyInvoices copies invoices with their lines, which later changes to the
+// invoices must not reach.
+func copyInvoices(items []*Invoice) []Invoice {
+	out := copyAll(items)
+	for i := range out {
+		out[i].Lines = make([]*InvoiceLine, len(items[i].Lines))
+		for j, l := range items[i].Lines {
+			cp := *l
+			out[i].Lines[j] = &cp
+		}
+	}
+	return out
 }
 
 func copyAll[T any](items []*T) []T {
@@ -126,7 +145,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type call struct {
 	form    *stripe.Form
 	scope   string // API key and account: objects and keys live in a scope
-	account string // the Stripe-Account header
+	account string // the Stripe-Account or Stripe-Context header
 	id      string // the object id in the path, if any
 	now     time.Time
 }
@@ -157,8 +176,18 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, aerr.Status, aerr)
 		return
 	}
-	account := strings.TrimSpace(r.Header.Get("Stripe-Account"))
+	account, aerr := accountOf(r)
+	if aerr != nil {
+		writeJSON(w, aerr.Status, aerr)
+		return
+	}
 	c := &call{form: form, scope: scopeOf(apiKey, account), account: account, id: id}
+	if strings.HasPrefix(apiKey, publishableKeyPrefix) {
+		if c.scope, aerr = s.publishableScope(r.Method, r.URL.Path, c); aerr != nil {
+			writeJSON(w, aerr.Status, aerr)
+			return
+		}
+	}
 
 	idemKey := ""
 	if k := r.Header.Get("Idempotency-Key"); k != "" && r.Method == http.MethodPost {
@@ -199,7 +228,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		if idem.acquired {
 			s.finishIdempotent(idemKey, shouldSave(status), status, body)
 		}
-		if r.Method == http.MethodPost && shouldSave(status) {
+		if r.Method != http.MethodGet && shouldSave(status) {
 			s.persist()
 		}
 	}
@@ -223,6 +252,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 func (s *Server) execute(h handler, c *call) (int, []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tickLocked()
 	c.now = s.nowLocked()
 	v, aerr := h(s, c)
 	if aerr != nil {

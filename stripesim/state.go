@@ -16,6 +16,8 @@ type state struct {
 	Refunds        []*Refund              `json:"refunds"`
 	Transfers      []*Transfer            `json:"transfers"`
 	Payouts        []*Payout              `json:"payouts"`
+	InvoiceItems   []*InvoiceItem         `json:"invoice_items"`
+	Invoices       []*Invoice             `json:"invoices"`
 	Owners         map[string]string      `json:"owners"` // object id → scope
 	Idempotency    map[string]*idemRecord `json:"idempotency"`
 
@@ -26,6 +28,9 @@ type state struct {
 	refunds        map[string]*Refund
 	transfers      map[string]*Transfer
 	payouts        map[string]*Payout
+	invoiceItems   map[string]*InvoiceItem
+	invoices       map[string]*Invoice // without deleted drafts
+	uncaptured     map[string]*Charge  // authorizations that may still expire
 }
 
 func newState() *state {
@@ -48,6 +53,19 @@ func (st *state) index() {
 	st.refunds = indexBy(st.Refunds, func(r *Refund) string { return r.ID })
 	st.transfers = indexBy(st.Transfers, func(t *Transfer) string { return t.ID })
 	st.payouts = indexBy(st.Payouts, func(p *Payout) string { return p.ID })
+	st.invoiceItems = indexBy(st.InvoiceItems, func(it *InvoiceItem) string { return it.ID })
+	st.invoices = map[string]*Invoice{}
+	for _, in := range st.Invoices {
+		if !in.Deleted {
+			st.invoices[in.ID] = in
+		}
+	}
+	st.uncaptured = map[string]*Charge{}
+	for _, ch := range st.Charges {
+		if authorized(ch) {
+			st.uncaptured[ch.ID] = ch
+		}
+	}
 }
 
 func indexBy[T any](items []*T, id func(*T) string) map[string]*T {

@@ -1,0 +1,90 @@
+package keybrake
+
+import (
+	"context"
+	"time"
+)
+
+// A hold is a reservation on an upstream object that can still move money
+// without passing keybrake again: a payment intent that its client secret
+// can confirm, an authorization that can be captured. keybrake reserves the
+// most the object can move when the object becomes movable, keeps it counted
+// in full while the object lives (StateHeld), and settles or releases it
+// when the object moves or ends.
+//
+// The lifecycle of a hold, one line per transition:
+//
+//	(none)    --create request reserved-->            reserved
+//	reserved  --upstream 2xx, object still movable--> held        (linked to the object)
+//	reserved  --upstream 2xx, money moved-->          settled
+//	held      --write through keybrake raises it-->   held        (RaiseHold: the difference, under every cap)
+//	held      --confirm/capture moved money-->        settled     (at what moved; the rest is released)
+//	held      --cancel, expiry, sweep-->              released
+//
+// A hold never shrinks while its object lives: lowering an intent's amount
+// frees nothing until the intent moves or ends. Writes to one object through
+// keybrake are serialised by the object's lock (LockObject), on every
+// replica sharing the store, so the amount reserved and the amount executed
+// cannot diverge.
+type HoldService interface {
+	// LockObject takes the lock of the key's object for args.Owner until
+	// args.Until and returns the reservation that holds the object for the
+	// key, or nil when none does. Returns ECONFLICT when another owner holds
+	// a lock that has not expired at args.Now.
+	LockObject(ctx context.Context, args LockArgs) (*Reservation, error)
+
+	// UnlockObject releases owner's lock of the key's object. A lock that
+	// another owner holds, or none, is left as it is.
+	UnlockObject(ctx context.Context, keyID, objectID, owner string) error
+
+	// LinkHold records that reservationID holds the key's object objectID
+	// until holdUntil, when keybrake ends the hold. An existing link to a
+	// live reservation (reserved, held, uncertain) other than reservationID
+	// is kept and LinkHold returns ECONFLICT; a link to a final one is
+	// replaced. Returns ENOTFOUND for an unknown reservation.
+	LinkHold(ctx context.Context, keyID, objectID, reservationID string, holdUntil time.Time) error
+
+	// RaiseHold raises a live reservation (reserved, held or uncertain) to
+	// args.Micros, counting only the difference, checked against every cap
+	// of the key in the reservation's own day and month, in one transaction
+	// that reads the key's current policy. An amount at or below what is
+	// held changes nothing. Over a cap it changes nothing and returns
+	// OverCap. Returns ENOTFOUND for an unknown reservation, ECONFLICT for a
+	// settled or released one, EUNAUTHORIZED if the key was revoked or
+	// expired.
+	RaiseHold(ctx context.Context, args RaiseArgs) (ReserveResult, error)
+
+	// LeaseHolds locks, for owner until `until`, up to limit objects whose
+	// hold is held and ended before now (holdUntil), and whose lock is free
+	// or expired at now, and returns their reservations, oldest hold end
+	// first. A limit of 0 means 100.
+	LeaseHolds(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Reservation, error)
+}
+
+// LockArgs asks for the lock of one object of a key.
+type LockArgs struct {
+	KeyID    string
+	ObjectID string // the upstream object: pi_…, ch_…
+	Owner    string // who locks it: the request's ID
+	Now      time.Time
+	Until    time.Time // the lock expires then, so a crashed owner frees it
+}
+
+// RaiseArgs raises a hold to a new amount.
+type RaiseArgs struct {
+	ID       string // the reservation
+	Amount   int64  // the new amount in minor units of Currency
+	Currency string
+	Micros   Micros // the new amount in USD
+	Now      time.Time
+}
+
+// Live reports whether a reservation still counts its reserved amount and
+// may still change: reserved, held or uncertain.
+func (r *Reservation) Live() bool {
+	switch r.State {
+	case StateReserved, StateHeld, StateUncertain:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,209 @@
+package http
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/stripe"
+)
+
+// lockMargin is how much longer than the upstream timeout an object stays
+// locked for the request holding it, so the lock outlives the request's
+// forward and settlement unless the replica died.
+const lockMargin = 30 * time.Second
+
+// holdObject runs the request path's reserve step for an operation on an
+// existing money object (stripe.HoldsObject): it locks the object against
+// every other write through keybrake, on every replica, and makes sure the
+// key holds the most the object can move once the request has run. A live
+// hold made by an earlier request is raised by the difference when the
+// request raises the amount (RaiseHold, under every cap); with nothing
+// held, the request is priced (by lookup) and reserved like a new one and
+// becomes the object's hold. A cancel reserves nothing. The caller unlocks.
+// It writes the refusal and returns false when the request must not be
+// forwarded.
+func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, form *stripe.Form) bool {
+	s := p.s
+	now := s.Now()
+	hold, err := s.Store.LockObject(r.Context(), keybrake.LockArgs{
+		KeyID: c.key.ID, ObjectID: c.op.ID, Owner: c.requestID,
+		Now: now, Until: now.Add(s.UpstreamTimeout + lockMargin),
+	})
+	if keybrake.ErrorCode(err) == keybrake.ECONFLICT {
+		p.lockTimeout(w, r, c)
+		return false
+	} else if err != nil {
+		p.deny(w, r, c, storeError(err), nil)
+		return false
+	}
+	c.lock = c.op.ID
+	if c.op.Action == "cancel" {
+		if hold != nil && hold.Live() {
+			c.rsv, c.held = hold, true
+		}
+		return true
+	}
+	if hold == nil || !hold.Live() {
+		price := func() (stripe.Price, error) { return p.pricer.Target(r.Context(), c.op, form, c.account, nil) }
+		if !p.reserve(w, r, c, form, price) {
+			return false
+		}
+		if !c.replay {
+			p.link(r.Context(), c, c.op.ID)
+		}
+		return true
+	}
+	held := stripe.Price{Amount: hold.Amount, Currency: hold.Currency, Micros: hold.Micros}
+	target, err := p.pricer.Target(r.Context(), c.op, form, c.account, &held)
+	if err != nil {
+		p.deny(w, r, c, err, nil)
+		return false
+	}
+	c.price, c.priced = target, true
+	if err := p.checkCurrency(c.key, target.Currency); err != nil {
+		p.deny(w, r, c, err, nil)
+		return false
+	}
+	c.rsv, c.held = hold, true
+	if target.Micros <= hold.Micros {
+		return true
+	}
+	res, err := s.Store.RaiseHold(r.Context(), keybrake.RaiseArgs{ID: hold.ID, Amount: target.Amount, Currency: target.Currency, Micros: target.Micros, Now: now})
+	if err != nil {
+		p.deny(w, r, c, storeError(err), nil)
+		return false
+	}
+	if res.OverCap != nil {
+		res.OverCap.Requested = target.Micros - hold.Micros
+		p.overCap(w, r, c, res.OverCap)
+		return false
+	}
+	c.rsv = res.Reservation
+	return true
+}
+
+// unlock releases the object the request locked, if any.
+func (p *proxy) unlock(c *call) {
+	if c.lock == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.s.Store.UnlockObject(ctx, c.key.ID, c.lock, c.requestID); err != nil {
+		p.s.logger().Warn("unlock failed; the lock expires by itself", "object", c.lock, "err", err)
+	}
+}
+
+// link records that the request's reservation holds object, until the hold
+// sweeper ends it.
+func (p *proxy) link(ctx context.Context, c *call, object string) {
+	p.s.link(context.WithoutCancel(ctx), c.rsv, object)
+}
+
+// link records that rsv holds its key's object until HoldTTL from now. A
+// failure is logged: the reservation stays counted in full either way, and
+// a later request on the object reserves anew (counting twice, never less).
+func (s *Server) link(ctx context.Context, rsv *keybrake.Reservation, object string) {
+	if object == "" {
+		return
+	}
+	err := s.Store.LinkHold(ctx, rsv.KeyID, object, rsv.ID, s.Now().Add(s.HoldTTL))
+	if err != nil && keybrake.ErrorCode(err) != keybrake.ECONFLICT {
+		s.logger().Warn("link hold failed", "reservation", rsv.ID, "object", object, "err", err)
+	}
+}
+
+// lockTimeout refuses a request whose object another request is writing
+// through keybrake, as Stripe itself answers concurrent writes to one
+// object (429 lock_timeout, which Stripe's SDKs retry on their own).
+func (p *proxy) lockTimeout(w http.ResponseWriter, r *http.Request, c *call) {
+	msg := fmt.Sprintf("This object (%s) cannot be accessed right now because another API request through keybrake is modifying it. Retry later. Nothing was sent to Stripe.", c.op.ID)
+	p.s.metrics.decision(opName(c), "lock_timeout")
+	p.audit(r, c, keybrake.DecisionDeny, msg, 0, "")
+	w.Header().Set("Stripe-Should-Retry", "true")
+	writeJSON(w, http.StatusTooManyRequests, stripeError{Error: stripeErrorBody{Type: "invalid_request_error", Code: "lock_timeout", Message: msg}})
+}
+
+// settleHold applies an upstream answer to the hold of the object the
+// request acted on. Only a 2xx changes it: an error answer leaves the
+// object as it was (a declined confirmation leaves the intent confirmable),
+// and a lost answer leaves the hold counted in full for the sweeper.
+func (p *proxy) settleHold(ctx context.Context, c *call, status int, out stripe.Outcome) string {
+	if status < 200 || status >= 300 {
+		return fmt.Sprintf("hold %s unchanged: upstream answered %d", c.rsv.ID, status)
+	}
+	args, reason := p.s.outcomeArgs(c.rsv, status, out)
+	updated, err := p.s.settleOutcome(context.WithoutCancel(ctx), c.rsv, args)
+	if err != nil {
+		p.s.logger().Error("settling a hold failed; it stays counted", "reservation", c.rsv.ID, "err", err)
+		return reason + " (settle failed: " + keybrake.ErrorMessage(err) + ")"
+	}
+	c.rsv = updated
+	return reason
+}
+
+// outcomeArgs turns what a 2xx answer's object says about its money into
+// the settlement of rsv: settled at what moved, held at what can still move,
+// or released. An object above what was reserved raises an alarm: it is
+// logged, counted in keybrake_hold_exceeded_total and named in the reason,
+// and it is counted in full, never silently settled lower.
+func (s *Server) outcomeArgs(rsv *keybrake.Reservation, status int, out stripe.Outcome) (keybrake.SettleArgs, string) {
+	args := keybrake.SettleArgs{ID: rsv.ID, ObjectID: out.ID, UpstreamStatus: status, Now: s.Now()}
+	if !out.Known {
+		if rsv.State == keybrake.StateHeld {
+			args.State, args.SettledMicros, args.Amount, args.Currency = keybrake.StateHeld, rsv.Micros, rsv.Amount, rsv.Currency
+			return args, "held; the answer carried no amount"
+		}
+		args.State, args.Amount, args.Currency, args.SettledMicros = keybrake.StateSettled, rsv.Amount, rsv.Currency, rsv.Micros
+		return args, "settled"
+	}
+	m, err := s.Rates.ToMicros(out.Amount, out.Currency)
+	if err != nil {
+		// No rate for the answer's currency: never count less than reserved.
+		m = rsv.Micros
+		if out.State == keybrake.StateReleased {
+			m = 0
+		}
+	}
+	args.Amount, args.Currency = out.Amount, out.Currency
+	reason := ""
+	switch out.State {
+	case stripe.OutcomeReleased:
+		args.State = keybrake.StateReleased
+		reason = "released: the object ended without moving money"
+	case stripe.OutcomeHeld:
+		args.State, args.SettledMicros = keybrake.StateHeld, m
+		reason = fmt.Sprintf("held: %s %s can still move without keybrake", formatMinor(out.Amount, out.Currency), out.Object)
+	default:
+		args.State, args.SettledMicros = keybrake.StateSettled, m
+		reason = "settled"
+	}
+	if out.State != stripe.OutcomeReleased && m > rsv.Micros {
+		s.metrics.holdExceeded(rsv.Operation)
+		s.logger().Error("ALARM: upstream amount above what keybrake reserved; counted in full",
+			"reservation", rsv.ID, "key", rsv.KeyID, "object", out.ID, "reserved_usd", rsv.Micros.String(), "upstream_usd", m.String())
+		reason = fmt.Sprintf("ALARM: upstream answered $%s, above the $%s reserved; counted in full. %s", m, rsv.Micros, reason)
+	}
+	return args, reason
+}
+
+// settleOutcome settles rsv as args says and, when the object can still
+// move money, links the hold to it.
+func (s *Server) settleOutcome(ctx context.Context, rsv *keybrake.Reservation, args keybrake.SettleArgs) (*keybrake.Reservation, error) {
+	updated, err := s.Store.Settle(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	if args.State == keybrake.StateHeld && rsv.State != keybrake.StateHeld {
+		s.link(ctx, updated, args.ObjectID)
+	}
+	return updated, nil
+}
+
+// formatMinor writes an amount in minor units with its currency code.
+func formatMinor(amount int64, currency string) string {
+	return stripe.FormatAmount(amount, currency)
+}

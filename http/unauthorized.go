@@ -1,0 +1,27 @@
+package http
+
+import (
+	"net/http"
+
+	"github.com/keybrake/keybrake"
+)
+
+// unauthorized answers a request whose credentials failed with err's 401.
+// A key that exists but is revoked or expired gets a deny event, so its
+// owner sees who still uses it; an unknown key has no key to audit on and
+// is only counted.
+func (p *proxy) unauthorized(w http.ResponseWriter, r *http.Request, c *call, key *keybrake.Key, err error) {
+	if key == nil {
+		p.s.metrics.decision("unknown", "unauthorized")
+		p.s.writeStripeError(w, r, err, nil)
+		return
+	}
+	c.key = key
+	reason := "expired"
+	if now := p.s.Now(); key.RevokedAt != nil && !now.Before(*key.RevokedAt) {
+		reason = "revoked"
+	}
+	p.s.metrics.decision(opName(c), keybrake.ErrorCode(err))
+	p.audit(r, c, keybrake.DecisionDeny, reason, 0, "")
+	p.s.writeStripeError(w, r, err, nil)
+}

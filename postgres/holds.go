@@ -1,0 +1,221 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/keybrake/keybrake"
+)
+
+var _ keybrake.HoldService = (*Store)(nil)
+
+// LockObject takes the lock of the key's object for args.Owner until
+// args.Until, in one statement: the upsert takes the lock only if it is
+// free, expired or already the owner's. Returns the reservation holding the
+// object, or nil; ECONFLICT while another owner's lock lasts.
+func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybrake.Reservation, error) {
+	if args.KeyID == "" || args.ObjectID == "" || args.Owner == "" {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "A lock needs a key, an object and an owner.")
+	}
+	var rsvID string
+	err := s.queryRow(ctx, `INSERT INTO holds AS h (key_id, object_id, reservation_id, hold_until, lock_owner, lock_until)
+		VALUES ($1, $2, '', NULL, $3, $5)
+		ON CONFLICT (key_id, object_id) DO UPDATE SET lock_owner = $3, lock_until = $5
+		WHERE h.lock_owner = '' OR h.lock_owner = $3 OR h.lock_until IS NULL OR h.lock_until <= $4
+		RETURNING h.reservation_id`,
+		args.KeyID, args.ObjectID, args.Owner, ts(args.Now), ts(args.Until)).Scan(&rsvID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, keybrake.Errorf(keybrake.ECONFLICT, "Object %s is locked by another request.", args.ObjectID)
+	} else if err != nil {
+		if pgCode(err) == "23503" {
+			return nil, keybrake.Errorf(keybrake.ENOTFOUND, "No such key: %s.", args.KeyID)
+		}
+		return nil, s.wrap("lock "+args.ObjectID, err)
+	}
+	if rsvID == "" {
+		return nil, nil
+	}
+	r, err := s.FindReservationByID(ctx, rsvID)
+	if keybrake.ErrorCode(err) == keybrake.ENOTFOUND {
+		return nil, nil
+	}
+	return r, err
+}
+
+// UnlockObject releases owner's lock of the key's object.
+func (s *Store) UnlockObject(ctx context.Context, keyID, objectID, owner string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE holds SET lock_owner = '', lock_until = NULL
+		WHERE key_id = $1 AND object_id = $2 AND lock_owner = $3`, keyID, objectID, owner)
+	return s.wrap("unlock "+objectID, err)
+}
+
+// LinkHold records that reservationID holds the key's object until
+// holdUntil. A link to another live reservation is kept (ECONFLICT).
+func (s *Store) LinkHold(ctx context.Context, keyID, objectID, reservationID string, holdUntil time.Time) error {
+	if keyID == "" || objectID == "" || reservationID == "" {
+		return keybrake.Errorf(keybrake.EINVALID, "A hold needs a key, an object and a reservation.")
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE id = $1 AND key_id = $2`, reservationID, keyID).Scan(&n); err != nil {
+			return err
+		} else if n == 0 {
+			return keybrake.Errorf(keybrake.ENOTFOUND, "No such reservation.")
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO holds (key_id, object_id, reservation_id, hold_until, lock_owner, lock_until)
+			VALUES ($1, $2, '', NULL, '', NULL) ON CONFLICT (key_id, object_id) DO NOTHING`, keyID, objectID); err != nil {
+			return err
+		}
+		var current, state string
+		err := tx.QueryRow(ctx, `SELECT h.reservation_id, COALESCE(r.state, '') FROM holds h
+			LEFT JOIN reservations r ON r.id = h.reservation_id
+			WHERE h.key_id = $1 AND h.object_id = $2 FOR UPDATE OF h`, keyID, objectID).Scan(&current, &state)
+		if err != nil {
+			return err
+		}
+		if current != "" && current != reservationID && (&keybrake.Reservation{State: state}).Live() {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Object %s is already held by reservation %s.", objectID, current)
+		}
+		_, err = tx.Exec(ctx, `UPDATE holds SET reservation_id = $3, hold_until = $4 WHERE key_id = $1 AND object_id = $2`,
+			keyID, objectID, reservationID, ts(holdUntil))
+		return err
+	})
+	return s.wrap("link "+objectID, err)
+}
+
+// RaiseHold raises a live reservation to args.Micros, checking the
+// difference against every cap in the reservation's own windows, under the
+// key row lock that Reserve takes too, so no reservation of the key checks
+// its caps concurrently.
+func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrake.ReserveResult, error) {
+	if args.Micros < 0 || args.Amount < 0 {
+		return keybrake.ReserveResult{}, keybrake.ErrorParam("amount", "A hold cannot be negative.")
+	}
+	now := ts(args.Now)
+	var res keybrake.ReserveResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var keyID string
+		if err := tx.QueryRow(ctx, `SELECT key_id FROM reservations WHERE id = $1`, args.ID).Scan(&keyID); err != nil {
+			return notFound(err, "No such reservation.")
+		}
+		k, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1 FOR NO KEY UPDATE`, keyID))
+		if err != nil {
+			return notFound(err, "No such key: %s.", keyID)
+		}
+		if err := k.Usable(now); err != nil {
+			return err
+		}
+		r, err := scanReservation(tx.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1 FOR UPDATE`, args.ID))
+		if err != nil {
+			return err
+		}
+		if !r.Live() {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is already %s.", r.ID, r.State)
+		}
+		if args.Micros <= r.Micros {
+			res = keybrake.ReserveResult{Reservation: r}
+			return nil
+		}
+		var c counters
+		if err := tx.QueryRow(ctx, `SELECT
+			COALESCE((SELECT micros FROM spend_counters WHERE key_id = $1 AND window_name = 'daily' AND bucket = $2), 0),
+			COALESCE((SELECT micros FROM spend_counters WHERE key_id = $1 AND window_name = 'monthly' AND bucket = $3), 0),
+			COALESCE((SELECT micros FROM spend_counters WHERE key_id = $1 AND window_name = 'total' AND bucket = ''), 0)`,
+			r.KeyID, r.Day, r.Month).Scan(&c.day, &c.month, &c.total); err != nil {
+			return err
+		}
+		loc, err := k.Location()
+		if err != nil {
+			return err
+		}
+		delta := args.Micros - r.Micros
+		if oc := keybrake.CheckCaps(k.Caps, keybrake.Spend{Day: c.day, Month: c.month, Total: c.total}, delta, now, loc); oc != nil {
+			res = keybrake.ReserveResult{OverCap: oc}
+			return nil
+		}
+		uncertain := keybrake.Micros(0)
+		if r.State == keybrake.StateUncertain {
+			uncertain = delta
+		}
+		r.Micros, r.Amount, r.Currency, r.UpdatedAt = args.Micros, args.Amount, args.Currency, now
+		if _, err := tx.Exec(ctx, `UPDATE reservations SET micros = $2, amount = $3, currency = $4, updated_at = $5 WHERE id = $1`,
+			r.ID, int64(r.Micros), r.Amount, r.Currency, now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO spend_counters AS c (key_id, window_name, bucket, micros)
+			VALUES ($1, 'daily', $2, $4), ($1, 'monthly', $3, $4), ($1, 'total', '', $4), ($1, 'uncertain', '', $5)
+			ON CONFLICT (key_id, window_name, bucket) DO UPDATE SET micros = c.micros + EXCLUDED.micros`,
+			r.KeyID, r.Day, r.Month, int64(delta), int64(uncertain)); err != nil {
+			return err
+		}
+		res = keybrake.ReserveResult{Reservation: r}
+		return nil
+	})
+	if err != nil {
+		return keybrake.ReserveResult{}, s.wrap("raise "+args.ID, err)
+	}
+	return res, nil
+}
+
+// LeaseHolds locks, for owner until `until`, up to limit objects whose held
+// reservation's hold ended before now. FOR UPDATE SKIP LOCKED lets the
+// sweepers of several replicas lease at once without taking the same hold.
+func (s *Store) LeaseHolds(ctx context.Context, owner string, now, until time.Time, limit int) ([]*keybrake.Reservation, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []*keybrake.Reservation
+	err := s.query(ctx, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var objectID string
+			r, err := scanReservation(prefixRow{rows, &objectID})
+			if err != nil {
+				return err
+			}
+			r.ObjectID = objectID
+			out = append(out, r)
+		}
+		return nil
+	}, `WITH picked AS (
+			SELECT h.key_id, h.object_id FROM holds h JOIN reservations r ON r.id = h.reservation_id
+			WHERE h.hold_until IS NOT NULL AND h.hold_until < $2 AND r.state = 'held'
+			  AND (h.lock_until IS NULL OR h.lock_until <= $2)
+			ORDER BY h.hold_until
+			LIMIT $4
+			FOR UPDATE OF h SKIP LOCKED
+		), leased AS (
+			UPDATE holds h SET lock_owner = $1, lock_until = $3
+			FROM picked WHERE h.key_id = picked.key_id AND h.object_id = picked.object_id
+			RETURNING h.object_id, h.reservation_id, h.hold_until
+		)
+		SELECT leased.object_id, `+prefixed("r.", reservationColumns)+` FROM leased
+		JOIN reservations r ON r.id = leased.reservation_id ORDER BY leased.hold_until`,
+		owner, ts(now), ts(until), limit)
+	if err != nil {
+		return nil, s.wrap("lease holds", err)
+	}
+	return out, nil
+}
+
+// prefixRow scans a row whose first column is a string before a row of
+// reservationColumns.
+type prefixRow struct {
+	rows  pgx.Rows
+	first *string
+}
+
+func (r prefixRow) Scan(dest ...any) error {
+	return r.rows.Scan(append([]any{r.first}, dest...)...)
+}
+
+// prefixed qualifies each of the comma-separated columns with p.
+func prefixed(p, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}

@@ -1,0 +1,202 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+var _ keybrake.HoldService = (*Store)(nil)
+
+// LockObject takes the lock of the key's object for args.Owner until
+// args.Until and returns the reservation holding the object, or nil. Returns
+// ECONFLICT while another owner's lock has not expired at args.Now.
+func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybrake.Reservation, error) {
+	if args.KeyID == "" || args.ObjectID == "" || args.Owner == "" {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "A lock needs a key, an object and an owner.")
+	}
+	now, until := dbTime(args.Now), dbTime(args.Until)
+	var out *keybrake.Reservation
+	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		var (
+			rsvID, owner string
+			lockUntil    sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, `SELECT reservation_id, lock_owner, lock_until FROM holds WHERE key_id = ? AND object_id = ?`,
+			args.KeyID, args.ObjectID).Scan(&rsvID, &owner, &lockUntil)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = tx.ExecContext(ctx, `INSERT INTO holds (key_id, object_id, reservation_id, hold_until, lock_owner, lock_until)
+				VALUES (?, ?, '', NULL, ?, ?)`, args.KeyID, args.ObjectID, args.Owner, until.UnixMicro())
+			return wrapKeyErr(err, "lock %s", args.ObjectID)
+		case err != nil:
+			return wrap(err, "lock %s", args.ObjectID)
+		}
+		if owner != "" && owner != args.Owner && lockUntil.Valid && lockUntil.Int64 > now.UnixMicro() {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Object %s is locked by another request.", args.ObjectID)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE holds SET lock_owner = ?, lock_until = ? WHERE key_id = ? AND object_id = ?`,
+			args.Owner, until.UnixMicro(), args.KeyID, args.ObjectID); err != nil {
+			return wrap(err, "lock %s", args.ObjectID)
+		}
+		if rsvID == "" {
+			return nil
+		}
+		out, err = scanReservation(tx.QueryRowContext(ctx, qReservationByID, rsvID))
+		if errors.Is(err, sql.ErrNoRows) {
+			out, err = nil, nil
+		}
+		return wrap(err, "lock %s", args.ObjectID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UnlockObject releases owner's lock of the key's object.
+func (s *Store) UnlockObject(ctx context.Context, keyID, objectID, owner string) error {
+	return s.batch.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE holds SET lock_owner = '', lock_until = NULL
+			WHERE key_id = ? AND object_id = ? AND lock_owner = ?`, keyID, objectID, owner)
+		return wrap(err, "unlock %s", objectID)
+	})
+}
+
+// LinkHold records that reservationID holds the key's object until
+// holdUntil. A link to another live reservation is kept (ECONFLICT).
+func (s *Store) LinkHold(ctx context.Context, keyID, objectID, reservationID string, holdUntil time.Time) error {
+	if keyID == "" || objectID == "" || reservationID == "" {
+		return keybrake.Errorf(keybrake.EINVALID, "A hold needs a key, an object and a reservation.")
+	}
+	return s.batch.write(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM reservations WHERE id = ? AND key_id = ?`, reservationID, keyID).Scan(&n); err != nil {
+			return wrap(err, "link %s", objectID)
+		} else if n == 0 {
+			return keybrake.Errorf(keybrake.ENOTFOUND, "No such reservation.")
+		}
+		var current string
+		err := tx.QueryRowContext(ctx, `SELECT h.reservation_id FROM holds h JOIN reservations r ON r.id = h.reservation_id
+			WHERE h.key_id = ? AND h.object_id = ? AND r.state IN ('reserved', 'held', 'uncertain')`, keyID, objectID).Scan(&current)
+		if err == nil && current != reservationID {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Object %s is already held by reservation %s.", objectID, current)
+		} else if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return wrap(err, "link %s", objectID)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO holds (key_id, object_id, reservation_id, hold_until, lock_owner, lock_until)
+			VALUES (?1, ?2, ?3, ?4, '', NULL)
+			ON CONFLICT (key_id, object_id) DO UPDATE SET reservation_id = ?3, hold_until = ?4`,
+			keyID, objectID, reservationID, dbTime(holdUntil).UnixMicro())
+		return wrap(err, "link %s", objectID)
+	})
+}
+
+// RaiseHold raises a live reservation to args.Micros, checking the
+// difference against every cap in the reservation's own windows.
+func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrake.ReserveResult, error) {
+	if args.Micros < 0 || args.Amount < 0 {
+		return keybrake.ReserveResult{}, keybrake.ErrorParam("amount", "A hold cannot be negative.")
+	}
+	now := dbTime(args.Now)
+	var res keybrake.ReserveResult
+	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		r, err := scanReservation(tx.QueryRowContext(ctx, qReservationByID, args.ID))
+		if err != nil {
+			return wrapResErr(err, "raise %s", args.ID)
+		}
+		if !r.Live() {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is already %s.", r.ID, r.State)
+		}
+		if args.Micros <= r.Micros {
+			res = keybrake.ReserveResult{Reservation: r}
+			return nil
+		}
+		st, err := s.readForReserve(ctx, tx, &keybrake.Reservation{KeyID: r.KeyID}, "", now)
+		if err != nil {
+			return err
+		}
+		if st.key.Timezone != "" {
+			if st, err = s.readForReserve(ctx, tx, &keybrake.Reservation{KeyID: r.KeyID}, st.key.Timezone, now); err != nil {
+				return err
+			}
+		}
+		if err := st.key.Usable(now); err != nil {
+			return err
+		}
+		var spent keybrake.Spend
+		if err := tx.QueryRowContext(ctx, qSpend, r.KeyID, r.Day, r.Month).Scan(&spent.Day, &spent.Month, &spent.Total, &spent.Uncertain, &spent.Held); err != nil {
+			return wrap(err, "raise %s", r.ID)
+		}
+		if oc := overCap(st.key.Caps, spent, args.Micros-r.Micros, now, st.loc); oc != nil {
+			res = keybrake.ReserveResult{OverCap: oc}
+			return nil
+		}
+		r.Micros, r.Amount, r.Currency, r.UpdatedAt = args.Micros, args.Amount, args.Currency, now
+		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET micros = ?, amount = ?, currency = ?, updated_at = ? WHERE id = ?`,
+			int64(r.Micros), r.Amount, r.Currency, now.UnixMicro(), r.ID); err != nil {
+			return wrap(err, "raise %s", r.ID)
+		}
+		res = keybrake.ReserveResult{Reservation: r}
+		return nil
+	})
+	if err != nil {
+		return keybrake.ReserveResult{}, err
+	}
+	return res, nil
+}
+
+// LeaseHolds locks, for owner until `until`, up to limit objects whose held
+// reservation's hold ended before now, and returns those reservations.
+func (s *Store) LeaseHolds(ctx context.Context, owner string, now, until time.Time, limit int) ([]*keybrake.Reservation, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	now, until = dbTime(now), dbTime(until)
+	var out []*keybrake.Reservation
+	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT h.key_id, h.object_id, h.reservation_id FROM holds h
+			JOIN reservations r ON r.id = h.reservation_id
+			WHERE h.hold_until IS NOT NULL AND h.hold_until < ?1 AND r.state = 'held'
+			AND (h.lock_until IS NULL OR h.lock_until <= ?1)
+			ORDER BY h.hold_until LIMIT ?2`, now.UnixMicro(), limit)
+		if err != nil {
+			return wrap(err, "lease holds")
+		}
+		type held struct{ key, object, rsv string }
+		var hs []held
+		for rows.Next() {
+			var h held
+			if err := rows.Scan(&h.key, &h.object, &h.rsv); err != nil {
+				rows.Close()
+				return wrap(err, "lease holds")
+			}
+			hs = append(hs, h)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return wrap(err, "lease holds")
+		}
+		out = out[:0]
+		for _, h := range hs {
+			if _, err := tx.ExecContext(ctx, `UPDATE holds SET lock_owner = ?, lock_until = ? WHERE key_id = ? AND object_id = ?`,
+				owner, until.UnixMicro(), h.key, h.object); err != nil {
+				return wrap(err, "lease hold %s", h.object)
+			}
+			r, err := scanReservation(tx.QueryRowContext(ctx, qReservationByID, h.rsv))
+			if err != nil {
+				return wrap(err, "lease hold %s", h.object)
+			}
+			r.ObjectID = h.object
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,225 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// MustHold reserves m on keyID and settles it to held on objectID, linked
+// until holdUntil: the state of a payment intent created through keybrake
+// and not yet confirmed.
+func MustHold(tb testing.TB, s keybrake.Store, keyID, idem, objectID string, m keybrake.Micros, now, holdUntil time.Time) *keybrake.Reservation {
+	tb.Helper()
+	r := MustReserve(tb, s, keyID, idem, m, now)
+	r = MustSettle(tb, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateHeld, SettledMicros: m, Amount: int64(m / 10000), Currency: "usd", ObjectID: objectID, UpstreamStatus: 200, Now: now})
+	if err := s.LinkHold(context.Background(), keyID, objectID, r.ID, holdUntil); err != nil {
+		tb.Fatalf("LinkHold: %v", err)
+	}
+	return r
+}
+
+func testHolds(t *testing.T, open opener) {
+	ctx := context.Background()
+	utc := time.UTC
+	later := T0.Add(time.Minute)
+	lockArgs := func(owner string, now time.Time) keybrake.LockArgs {
+		return keybrake.LockArgs{KeyID: "key_a", ObjectID: "pi_1", Owner: owner, Now: now, Until: now.Add(time.Minute)}
+	}
+
+	t.Run("HeldCountsInFull", func(t *testing.T) {
+		s := open(t)
+		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Total: Ptr(USD(10))})
+		MustHold(t, s, "key_a", "idem_1", "pi_1", USD(10), T0, T0.Add(time.Hour))
+		wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(10), Month: USD(10), Total: USD(10), Held: USD(10)})
+		MustOverCap(t, s, "key_a", "idem_2", 1, later)
+	})
+	t.Run("HeldGrowsNeverShrinks", func(t *testing.T) {
+		s := open(t)
+		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Total: Ptr(USD(10))})
+		r := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(5), T0, T0.Add(time.Hour))
+		got := MustSettle(t, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateHeld, SettledMicros: USD(12), Amount: 1200, Currency: "usd", Now: later})
+		if got.Micros != USD(12) || got.Amount != 1200 || got.State != keybrake.StateHeld {
+			t.Fatalf("grown hold = %+v", got)
+		}
+		got = MustSettle(t, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateHeld, SettledMicros: USD(3), Amount: 300, Currency: "usd", Now: later})
+		if got.Micros != USD(12) || got.Amount != 1200 {
+			t.Fatalf("a hold shrank: %+v", got)
+		}
+		wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(12), Month: USD(12), Total: USD(12), Held: USD(12)})
+	})
+	t.Run("HeldThenSettledReleasesTheRest", func(t *testing.T) {
+		s := open(t)
+		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Total: Ptr(USD(25))})
+		r := MustHold(t, s, "key_a", "idem_1", "ch_1", USD(15), T0, T0.Add(time.Hour))
+		MustSettle(t, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateSettled, SettledMicros: USD(10), Amount: 1000, Currency: "usd", Now: later})
+		wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(10), Month: USD(10), Total: USD(10)})
+		MustReserve(t, s, "key_a", "idem_2", USD(15), later)
+	})
+	t.Run("HeldThenReleased", func(t *testing.T) {
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		r := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(15), T0, T0.Add(time.Hour))
+		MustSettle(t, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateReleased, Now: later})
+		wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{})
+		_, err := s.Settle(ctx, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateHeld, SettledMicros: USD(1), Now: later})
+		wantCode(t, err, keybrake.ECONFLICT)
+	})
+	t.Run("Lock", func(t *testing.T) {
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		if r, err := s.LockObject(ctx, lockArgs("req_1", T0)); err != nil || r != nil {
+			t.Fatalf("first lock = %v, %v; want nil, nil", r, err)
+		}
+		_, err := s.LockObject(ctx, lockArgs("req_2", T0.Add(time.Second)))
+		wantCode(t, err, keybrake.ECONFLICT)
+		if _, err := s.LockObject(ctx, lockArgs("req_1", T0.Add(time.Second))); err != nil {
+			t.Fatalf("relock by its owner: %v", err)
+		}
+		if err := s.UnlockObject(ctx, "key_a", "pi_1", "req_2"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.LockObject(ctx, lockArgs("req_2", T0.Add(2*time.Second)))
+		wantCode(t, err, keybrake.ECONFLICT) // another owner's unlock changed nothing
+		if err := s.UnlockObject(ctx, "key_a", "pi_1", "req_1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.LockObject(ctx, lockArgs("req_2", T0.Add(3*time.Second))); err != nil {
+			t.Fatalf("lock after unlock: %v", err)
+		}
+		// An expired lock is free: its owner died.
+		if _, err := s.LockObject(ctx, lockArgs("req_3", T0.Add(3*time.Second+time.Minute))); err != nil {
+			t.Fatalf("lock after expiry: %v", err)
+		}
+		// Another key's object of the same id is another lock.
+		MustCreateKey(t, s, NewKey("key_b"))
+		if _, err := s.LockObject(ctx, keybrake.LockArgs{KeyID: "key_b", ObjectID: "pi_1", Owner: "req_4", Now: T0, Until: later}); err != nil {
+			t.Fatalf("other key: %v", err)
+		}
+	})
+	t.Run("LockReturnsTheHold", func(t *testing.T) {
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		r := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(5), T0, T0.Add(time.Hour))
+		got, err := s.LockObject(ctx, lockArgs("req_1", later))
+		if err != nil || got == nil || got.ID != r.ID || got.State != keybrake.StateHeld {
+			t.Fatalf("LockObject = %+v, %v; want the hold %s", got, err, r.ID)
+		}
+	})
+	t.Run("LinkKeepsALiveHold", func(t *testing.T) {
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		r1 := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(5), T0, T0.Add(time.Hour))
+		r2 := MustReserve(t, s, "key_a", "idem_2", USD(5), T0)
+		wantCode(t, s.LinkHold(ctx, "key_a", "pi_1", r2.ID, T0.Add(time.Hour)), keybrake.ECONFLICT)
+		wantCode(t, s.LinkHold(ctx, "key_a", "pi_1", "rsv_nope", T0.Add(time.Hour)), keybrake.ENOTFOUND)
+		MustSettle(t, s, keybrake.SettleArgs{ID: r1.ID, State: keybrake.StateReleased, Now: later})
+		if err := s.LinkHold(ctx, "key_a", "pi_1", r2.ID, T0.Add(time.Hour)); err != nil {
+			t.Fatalf("link over a final hold: %v", err)
+		}
+		got, err := s.LockObject(ctx, lockArgs("req_1", later))
+		if err != nil || got == nil || got.ID != r2.ID {
+			t.Fatalf("LockObject = %+v, %v; want %s", got, err, r2.ID)
+		}
+	})
+	t.Run("Raise", func(t *testing.T) {
+		s := open(t)
+		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Daily: Ptr(USD(20)), Total: Ptr(USD(30))})
+		r := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(5), T0, T0.Add(time.Hour))
+		res, err := s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 2000, Currency: "usd", Micros: USD(20), Now: later})
+		if err != nil || res.OverCap != nil || res.Reservation.Micros != USD(20) || res.Reservation.Amount != 2000 {
+			t.Fatalf("raise to 20 = %+v, %v", res, err)
+		}
+		wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(20), Month: USD(20), Total: USD(20), Held: USD(20)})
+		res, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 2001, Currency: "usd", Micros: USD(20) + 1, Now: later})
+		if err != nil || res.OverCap == nil || res.OverCap.Window != keybrake.WindowDaily || res.OverCap.Requested != 1 {
+			t.Fatalf("raise over the daily cap = %+v, %v", res, err)
+		}
+		if got := mustFindReservation(t, s, r.ID); got.Micros != USD(20) || got.Amount != 2000 {
+			t.Fatalf("refused raise changed the hold: %+v", got)
+		}
+		// Lower or equal: nothing changes.
+		res, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 100, Currency: "usd", Micros: USD(1), Now: later})
+		if err != nil || res.Reservation.Micros != USD(20) {
+			t.Fatalf("lower raise = %+v, %v", res, err)
+		}
+		// The difference counts in the hold's own day, not the raise's.
+		nextDay := T0.Add(24 * time.Hour)
+		res, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 2500, Currency: "usd", Micros: USD(25), Now: nextDay})
+		if err != nil || res.OverCap == nil || res.OverCap.Window != keybrake.WindowDaily {
+			t.Fatalf("raise on the next day = %+v, %v; want refused by the hold's own day", res, err)
+		}
+		MustSettle(t, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateSettled, SettledMicros: USD(20), Amount: 2000, Currency: "usd", Now: later})
+		_, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 2100, Currency: "usd", Micros: USD(21), Now: later})
+		wantCode(t, err, keybrake.ECONFLICT)
+		_, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: "rsv_nope", Micros: USD(21), Now: later})
+		wantCode(t, err, keybrake.ENOTFOUND)
+	})
+	t.Run("RaiseOnRevokedKey", func(t *testing.T) {
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		r := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(5), T0, T0.Add(time.Hour))
+		if _, err := s.RevokeKey(ctx, "key_a", T0); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 600, Currency: "usd", Micros: USD(6), Now: later})
+		wantCode(t, err, keybrake.EUNAUTHORIZED)
+	})
+	t.Run("RaiseConcurrent", func(t *testing.T) {
+		// 20 holds of $1 raised to $5 at once under a $50 cap: $20 are
+		// held, each raise adds $4, so exactly 7 fit (20 + 7×4 = 48).
+		s := open(t)
+		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Total: Ptr(USD(50))})
+		var rs []*keybrake.Reservation
+		for i := 0; i < 20; i++ {
+			id := string(rune('a' + i))
+			rs = append(rs, MustHold(t, s, "key_a", "idem_"+id, "pi_"+id, USD(1), T0, T0.Add(time.Hour)))
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		raised := 0
+		for _, r := range rs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 500, Currency: "usd", Micros: USD(5), Now: later})
+				if err != nil {
+					t.Errorf("raise: %v", err)
+					return
+				}
+				if res.OverCap == nil {
+					mu.Lock()
+					raised++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if raised != 7 {
+			t.Fatalf("%d raises passed, want exactly 7", raised)
+		}
+		wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(48), Month: USD(48), Total: USD(48), Held: USD(48)})
+	})
+	t.Run("LeaseHolds", func(t *testing.T) {
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		old := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(5), T0, T0.Add(time.Hour))
+		MustHold(t, s, "key_a", "idem_2", "pi_2", USD(5), T0, T0.Add(3*time.Hour))
+		done := MustHold(t, s, "key_a", "idem_3", "pi_3", USD(5), T0, T0.Add(time.Hour))
+		MustSettle(t, s, keybrake.SettleArgs{ID: done.ID, State: keybrake.StateSettled, SettledMicros: USD(5), Now: later})
+		now := T0.Add(2 * time.Hour)
+		got, err := s.LeaseHolds(ctx, "sweeper_1", now, now.Add(time.Minute), 10)
+		if err != nil || len(got) != 1 || got[0].ID != old.ID || got[0].ObjectID != "pi_1" {
+			t.Fatalf("LeaseHolds = %v, %v; want only %s on pi_1", ids(got), err, old.ID)
+		}
+		// Leased: its object is locked, for sweepers and requests alike.
+		if got, err := s.LeaseHolds(ctx, "sweeper_2", now, now.Add(time.Minute), 10); err != nil || len(got) != 0 {
+			t.Fatalf("second lease = %v, %v; want none", ids(got), err)
+		}
+		_, err = s.LockObject(ctx, lockArgs("req_1", now))
+		wantCode(t, err, keybrake.ECONFLICT)
+	})
+}
