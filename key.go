@@ -19,6 +19,31 @@ const VendorStripe = "stripe"
 // VaultKeyPrefix starts every vault key handed to clients.
 const VaultKeyPrefix = "vault_key_"
 
+// AllEndpoints, as the only entry of AllowedEndpoints, allows every
+// operation; the caps, and the refusal of unpriced operations unless
+// AllowUnpriced, still apply. An empty AllowedEndpoints allows none.
+const AllEndpoints = "*"
+
+// DefaultEndpoints returns the operations a key created without
+// allowed_endpoints may call: taking payments from customers and refunding
+// them, and reading what those create. It leaves out everything that sends
+// money out of the account (payouts, transfers, top-ups), changes the
+// account (Connect, webhooks, products and prices), or reads what is
+// secret (issuing, treasury, apps secrets).
+func DefaultEndpoints() []string {
+	return []string{
+		"balance.retrieve",
+		"charges.retrieve", "charges.list", "charges.search",
+		"charges.create", "charges.capture",
+		"payment_intents.retrieve", "payment_intents.list", "payment_intents.search",
+		"payment_intents.create", "payment_intents.update", "payment_intents.confirm",
+		"payment_intents.capture", "payment_intents.cancel",
+		"refunds.retrieve", "refunds.list", "refunds.create",
+		"customers.retrieve", "customers.list", "customers.search",
+		"customers.create", "customers.update",
+	}
+}
+
 // Caps are a key's spend limits in USD micros. A nil cap is no limit.
 type Caps struct {
 	PerRequest *Micros `json:"per_request_usd_cap"`
@@ -48,6 +73,7 @@ type Key struct {
 	AllowedCurrencies []string          `json:"allowed_currencies"`
 	Timezone          string            `json:"timezone"`
 	AllowUnpriced     bool              `json:"allow_unpriced"`
+	AllowSecretReads  bool              `json:"allow_secret_reads"`
 	Metadata          map[string]string `json:"metadata"`
 
 	ExpiresAt *time.Time `json:"expires_at"`
@@ -123,6 +149,7 @@ type KeyUpdate struct {
 	AllowedAccounts   *[]string
 	AllowedCurrencies *[]string
 	AllowUnpriced     *bool
+	AllowSecretReads  *bool
 	Metadata          *map[string]string
 	SetExpiresAt      bool
 	ExpiresAt         *time.Time
@@ -167,6 +194,9 @@ func (k *Key) Apply(upd KeyUpdate) {
 	}
 	if upd.AllowUnpriced != nil {
 		k.AllowUnpriced = *upd.AllowUnpriced
+	}
+	if upd.AllowSecretReads != nil {
+		k.AllowSecretReads = *upd.AllowSecretReads
 	}
 	if upd.Metadata != nil {
 		k.Metadata = *upd.Metadata

@@ -85,9 +85,10 @@ func present(k *keybrake.Key) *keybrake.Key {
 // keyView is a key as the admin API shows it.
 type keyView struct {
 	*keybrake.Key
-	Object   string  `json:"object"`
-	VaultKey string  `json:"vault_key,omitempty"` // only in the response to creation
-	Budget   *budget `json:"budget,omitempty"`
+	Object   string   `json:"object"`
+	VaultKey string   `json:"vault_key,omitempty"` // only in the response to creation
+	Budget   *budget  `json:"budget,omitempty"`
+	Notices  []string `json:"notices,omitempty"` // defaults creation chose, for the operator to see
 }
 
 func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
@@ -99,6 +100,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	now := s.Now().UTC().Truncate(time.Microsecond)
 	k := &keybrake.Key{Vendor: keybrake.VendorStripe, Timezone: "UTC", CreatedAt: now, UpdatedAt: now}
 	var upd keybrake.KeyUpdate
+	notices := createDefaults(fields, &upd)
 	if err := applyFields(fields, k, &upd, true); err != nil {
 		s.writeAdminError(w, r, err)
 		return
@@ -121,7 +123,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		s.writeAdminError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, keyView{Key: present(k), Object: "vault_key", VaultKey: secret, Budget: b})
+	writeJSON(w, http.StatusCreated, keyView{Key: present(k), Object: "vault_key", VaultKey: secret, Budget: b, Notices: notices})
 }
 
 func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
@@ -349,6 +351,9 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 		if err != nil {
 			return err
 		}
+		if name == "allowed_endpoints" && len(list) == 0 {
+			return keybrake.ErrorParam(name, `allowed_endpoints must not be empty: list the operations (charges.create) or path prefixes (/v1/charges) the key may call, or ["*"] for every operation.`)
+		}
 		*dst = &list
 		return nil
 	}
@@ -385,6 +390,12 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 			return keybrake.ErrorParam(name, "allow_unpriced must be true or false.")
 		}
 		upd.AllowUnpriced = &v
+	case "allow_secret_reads":
+		var v bool
+		if err := json.Unmarshal(raw, &v); err != nil || isNull {
+			return keybrake.ErrorParam(name, "allow_secret_reads must be true or false.")
+		}
+		upd.AllowSecretReads = &v
 	case "metadata":
 		var m map[string]string
 		if !isNull {
@@ -413,7 +424,7 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 		}
 		upd.SetExpiresAt, upd.ExpiresAt = true, t
 	default:
-		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, metadata, expires_at.", name)
+		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, allow_secret_reads, metadata, expires_at.", name)
 	}
 	return nil
 }
@@ -443,7 +454,11 @@ func validateList(name string, list []string) ([]string, error) {
 		}
 		switch name {
 		case "allowed_endpoints":
-			if strings.HasPrefix(v, "/") {
+			if v == keybrake.AllEndpoints {
+				if len(list) != 1 {
+					return nil, keybrake.ErrorParam(name, `%s[%d] "*" allows every operation and must be the only entry.`, name, i)
+				}
+			} else if strings.HasPrefix(v, "/") {
 				if _, err := stripe.ParseOperation("GET", strings.TrimSuffix(v, "/")); err != nil || !strings.HasPrefix(v, "/v1/") {
 					return nil, keybrake.ErrorParam(name, "%s[%d] %q is not a clean Stripe path prefix like /v1/charges.", name, i, v)
 				}

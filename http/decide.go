@@ -10,13 +10,17 @@ import (
 )
 
 // decide applies the key's policy to the operation: the endpoint allowlist,
-// the Connect account and customer scopes, and the refusal of money-moving
+// the refusal of secret reads the key did not ask for, the Connect account
+// and customer scopes, and the refusal of money-moving
 // operations keybrake cannot price. It returns EFORBIDDEN naming what was
 // attempted and what is allowed.
 func (p *proxy) decide(ctx context.Context, c *call, form *stripe.Form, class stripe.Class) error {
 	k := c.key
 	if !endpointAllowed(k.AllowedEndpoints, c.op) {
-		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not call %s (%s %s). Allowed: %s.", c.op.Name, methodOf(c.op), c.op.Path, strings.Join(k.AllowedEndpoints, ", "))
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not call %s (%s %s). Allowed: %s.", c.op.Name, methodOf(c.op), c.op.Path, allowedList(k.AllowedEndpoints))
+	}
+	if what, ok := stripe.SecretRead(c.op, form); ok && !k.AllowSecretReads {
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not read secrets: the request asks for %s. An operator can set allow_secret_reads on the key to permit it.", what)
 	}
 	if len(k.AllowedAccounts) > 0 && !contains(k.AllowedAccounts, c.account) {
 		acct := c.account
@@ -61,13 +65,14 @@ func (p *proxy) decide(ctx context.Context, c *call, form *stripe.Form, class st
 
 // endpointAllowed reports whether op matches an allowlist entry: an
 // operation name (charges.create) or a path prefix on a segment boundary
-// (/v1/charges covers /v1/charges/ch_1/capture, not /v1/chargesx). An
-// empty allowlist allows every operation; the caps still apply.
+// (/v1/charges covers /v1/charges/ch_1/capture, not /v1/chargesx), or "*"
+// for every operation. An empty allowlist allows none: the admin API never
+// stores one, and keys made before "*" existed were migrated to it.
 func endpointAllowed(allowed []string, op stripe.Operation) bool {
-	if len(allowed) == 0 {
-		return true
-	}
 	for _, a := range allowed {
+		if a == keybrake.AllEndpoints {
+			return true
+		}
 		if strings.HasPrefix(a, "/") {
 			if op.Path == a || strings.HasPrefix(op.Path, a+"/") {
 				return true
@@ -77,6 +82,13 @@ func endpointAllowed(allowed []string, op stripe.Operation) bool {
 		}
 	}
 	return false
+}
+
+func allowedList(allowed []string) string {
+	if len(allowed) == 0 {
+		return "no operation"
+	}
+	return strings.Join(allowed, ", ")
 }
 
 func methodOf(op stripe.Operation) string {

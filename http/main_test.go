@@ -39,6 +39,7 @@ type Env struct {
 	SimURL string
 	Store  keybrake.Store
 	Clock  *Clock
+	Dir    string // the directory of the SQLite database and its -wal and -shm
 }
 
 // Option adjusts the server before it opens.
@@ -55,7 +56,8 @@ func MustOpen(tb testing.TB, opts ...Option) *Env {
 	simSrv := httptest.NewServer(sim)
 	tb.Cleanup(simSrv.Close)
 
-	store, err := sqlite.Open(filepath.Join(tb.TempDir(), "keybrake.db"))
+	dir := tb.TempDir()
+	store, err := sqlite.Open(filepath.Join(dir, "keybrake.db"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func MustOpen(tb testing.TB, opts ...Option) *Env {
 		s.Close()
 		store.Close()
 	})
-	return &Env{Server: s, Sim: sim, SimURL: simSrv.URL, Store: s.Store, Clock: clock}
+	return &Env{Server: s, Sim: sim, SimURL: simSrv.URL, Store: s.Store, Clock: clock, Dir: dir}
 }
 
 // CreateKey creates a vault key through the admin API and returns its id

@@ -112,7 +112,7 @@ func id(v map[string]any) string { s, _ := v["id"].(string); return s }
 // Class 1: the amount cannot change between pricing and execution.
 func TestMoneyComplete_AmountRaceOnIntent(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
-		a := newAttacker(t, e, `{"total_usd_cap":5}`)
+		a := newAttacker(t, e, `{"total_usd_cap":5,"allowed_endpoints":["*"]}`)
 		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa")
 		// Raising the held intent past the cap is refused before Stripe sees it.
 		v := a.must(t, 429, "POST", "/v1/payment_intents/"+id(pi), "amount=400000")
@@ -148,7 +148,7 @@ func TestMoneyComplete_AmountRaceOnIntent(t *testing.T) {
 // raises it, so the raise is refused over the cap.
 func TestMoneyComplete_RaiseIntentMadeOutside(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
-		a := newAttacker(t, e, `{"total_usd_cap":5}`)
+		a := newAttacker(t, e, `{"total_usd_cap":5,"allowed_endpoints":["*"]}`)
 		status, pi := directPost(t, e, "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa")
 		if status != 200 {
 			t.Fatalf("direct create: %d", status)
@@ -163,7 +163,7 @@ func TestMoneyComplete_RaiseIntentMadeOutside(t *testing.T) {
 // browser confirming it with its client secret moves counted money only.
 func TestMoneyComplete_ClientSecretConfirm(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
-		a := newAttacker(t, e, `{"total_usd_cap":10}`)
+		a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
 		a.must(t, 429, "POST", "/v1/payment_intents", "amount=2000&currency=usd&payment_method=pm_card_visa")
 		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=1000&currency=usd&payment_method=pm_card_visa")
 		if got := a.e.Spend(t, a.keyID); got.Held != 10*keybrake.MicrosPerUSD {
@@ -180,7 +180,7 @@ func TestMoneyComplete_ClientSecretConfirm(t *testing.T) {
 // Authorize, then capture, counts once; the uncaptured rest is released.
 func TestMoneyComplete_AuthorizeThenCapture(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
-		a := newAttacker(t, e, `{"total_usd_cap":25}`)
+		a := newAttacker(t, e, `{"total_usd_cap":25,"allowed_endpoints":["*"]}`)
 		ch := a.must(t, 200, "POST", "/v1/charges", "amount=1500&currency=usd&source=tok_visa&capture=false")
 		if got := a.e.Spend(t, a.keyID); got.Total != 15*keybrake.MicrosPerUSD || got.Held != 15*keybrake.MicrosPerUSD {
 			t.Fatalf("after authorizing: %+v, want 15.00 held", got)
@@ -203,7 +203,7 @@ func TestMoneyComplete_AuthorizeThenCapture(t *testing.T) {
 // Incrementing an authorization reserves the difference first.
 func TestMoneyComplete_IncrementAuthorization(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
-		a := newAttacker(t, e, `{"total_usd_cap":25}`)
+		a := newAttacker(t, e, `{"total_usd_cap":25,"allowed_endpoints":["*"]}`)
 		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=1500&currency=usd&payment_method=pm_card_visa&confirm=true&capture_method=manual")
 		a.must(t, 429, "POST", "/v1/payment_intents/"+id(pi)+"/increment_authorization", "amount=3000")
 		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/increment_authorization", "amount=2000")
@@ -218,7 +218,7 @@ func TestMoneyComplete_IncrementAuthorization(t *testing.T) {
 // Canceling releases; an expired hold is canceled upstream and released.
 func TestMoneyComplete_CancelAndExpiry(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
-		a := newAttacker(t, e, `{"total_usd_cap":30}`)
+		a := newAttacker(t, e, `{"total_usd_cap":30,"allowed_endpoints":["*"]}`)
 		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=2000&currency=usd&payment_method=pm_card_visa")
 		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/cancel", "")
 		if got := a.e.Spend(t, a.keyID); got.Total != 0 {
@@ -255,7 +255,7 @@ func TestMoneyComplete_CancelAndExpiry(t *testing.T) {
 // in full.
 func TestMoneyComplete_AlarmAboveReservation(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
-		a := newAttacker(t, e, `{"total_usd_cap":100}`)
+		a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
 		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa")
 		// Somebody with the real key raises it outside keybrake.
 		if status, _ := directPost(t, e, "/v1/payment_intents/"+id(pi), "amount=5000"); status != 200 {
@@ -284,7 +284,7 @@ func TestMoneyComplete_AlarmAboveReservation(t *testing.T) {
 // Invoices that would collect by themselves are not free.
 func TestMoneyComplete_SelfCollectingInvoices(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
-		a := newAttacker(t, e, `{"total_usd_cap":10}`)
+		a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
 		_, cus := directPost(t, e, "/v1/customers", "invoice_settings[default_payment_method]=pm_card_visa")
 		a.must(t, 403, "POST", "/v1/invoiceitems", "customer="+id(cus)+"&amount=500000&currency=usd")
 		a.must(t, 403, "POST", "/v1/invoices", "customer="+id(cus)+"&auto_advance=true")
@@ -304,7 +304,7 @@ func TestMoneyComplete_CustomerScope(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
 		_, mine := directPost(t, e, "/v1/customers", "source=tok_visa")
 		_, other := directPost(t, e, "/v1/customers", "source=tok_visa")
-		a := newAttacker(t, e, fmt.Sprintf(`{"total_usd_cap":100,"allowed_customers":[%q]}`, id(mine)))
+		a := newAttacker(t, e, fmt.Sprintf(`{"total_usd_cap":100,"allowed_endpoints":["*"],"allowed_customers":[%q]}`, id(mine)))
 		a.must(t, 403, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa")
 		_, theirs := directPost(t, e, "/v1/charges", "amount=900&currency=usd&customer="+id(other))
 		a.must(t, 403, "POST", "/v1/refunds", "charge="+id(theirs))
@@ -321,7 +321,7 @@ func TestMoneyComplete_CustomerScope(t *testing.T) {
 
 func TestMoneyComplete_AccountScope(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
-		a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_accounts":["acct_1"]}`)
+		a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"],"allowed_accounts":["acct_1"]}`)
 		// The account in the path is checked, and payout destinations are not free.
 		a.must(t, 403, "POST", "/v1/accounts/acct_2", "metadata[a]=b", Header{"Stripe-Account", "acct_1"})
 		a.must(t, 403, "POST", "/v1/accounts/acct_1", "external_account=btok_1", Header{"Stripe-Account", "acct_1"})

@@ -47,7 +47,7 @@ func TestProxy_DecisionMatrix(t *testing.T) {
 		{"ErrCustomerScope", `{"allowed_customers":["cus_allowed"]}`, "amount=100&currency=usd&customer=" + cus, "/v1/charges", 403, cus},
 		{"ErrCustomerRequired", `{"allowed_customers":["cus_allowed"]}`, "amount=100&currency=usd&source=tok_visa", "/v1/charges", 403, "customer parameter"},
 		{"OKCustomerScope", `{"allowed_customers":["` + cus + `"]}`, "amount=100&currency=usd&customer=" + cus, "/v1/charges", 200, ""},
-		{"ErrUnpriced", `{"daily_usd_cap":100}`, "customer=" + cus, "/v1/subscriptions", 403, "cannot price subscriptions.create"},
+		{"ErrUnpriced", `{"allowed_endpoints":["*"],"daily_usd_cap":100}`, "customer=" + cus, "/v1/subscriptions", 403, "cannot price subscriptions.create"},
 		{"ErrAccountScope", `{"allowed_accounts":["acct_1"]}`, "amount=100&currency=usd&source=tok_visa", "/v1/charges", 403, "platform account"},
 		{"OKWriteNotCounted", `{"daily_usd_cap":0}`, "email=a%40b.c", "/v1/customers", 200, ""},
 		{"ErrZeroCap", `{"daily_usd_cap":0}`, "amount=100&currency=usd&source=tok_visa", "/v1/charges", 429, "daily cap of $0.00"},

@@ -105,6 +105,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 		return
 	}
 	form, err := p.readForm(r, c)
+	if err == nil {
+		err = refuseCardData(form)
+	}
 	if err != nil {
 		p.deny(w, r, c, err, nil)
 		return

@@ -14,7 +14,8 @@ import (
 const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	per_request_cap, daily_cap, monthly_cap, total_cap,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
-	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at`
+	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
+	allow_secret_reads`
 
 // defaultKeyLimit is the page size of FindKeys when the filter sets none.
 const defaultKeyLimit = 10
@@ -39,12 +40,14 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 	_, err = s.pool.Exec(ctx, `INSERT INTO keys (id, vendor, label, secret_hash, secret_prefix,
 		per_request_cap, daily_cap, monthly_cap, total_cap,
 		allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
-		timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+		timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
+		allow_secret_reads)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
 		k.ID, k.Vendor, k.Label, k.SecretHash, k.SecretPrefix,
 		k.PerRequest, k.Daily, k.Monthly, k.Total,
 		k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
-		k.Timezone, k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt), ts(k.CreatedAt), ts(k.UpdatedAt))
+		k.Timezone, k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt), ts(k.CreatedAt), ts(k.UpdatedAt),
+		k.AllowSecretReads)
 	if err != nil {
 		return s.wrap("create key "+k.ID, err)
 	}
@@ -141,11 +144,13 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 		_, err = tx.Exec(ctx, `UPDATE keys SET label = $2,
 			per_request_cap = $3, daily_cap = $4, monthly_cap = $5, total_cap = $6,
 			allowed_endpoints = $7, allowed_customers = $8, allowed_accounts = $9, allowed_currencies = $10,
-			allow_unpriced = $11, metadata = $12, expires_at = $13, updated_at = $14
+			allow_unpriced = $11, metadata = $12, expires_at = $13, updated_at = $14,
+			allow_secret_reads = $15
 			WHERE id = $1`,
 			id, k.Label, k.PerRequest, k.Daily, k.Monthly, k.Total,
 			k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
-			k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), ts(k.UpdatedAt))
+			k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), ts(k.UpdatedAt),
+			k.AllowSecretReads)
 		return err
 	})
 	if err != nil {
@@ -210,7 +215,8 @@ func scanKey(row pgx.Row) (*keybrake.Key, error) {
 	err := row.Scan(&k.ID, &k.Vendor, &k.Label, &k.SecretHash, &k.SecretPrefix,
 		&k.PerRequest, &k.Daily, &k.Monthly, &k.Total,
 		&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies,
-		&k.Timezone, &k.AllowUnpriced, &meta, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &k.UpdatedAt)
+		&k.Timezone, &k.AllowUnpriced, &meta, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &k.UpdatedAt,
+		&k.AllowSecretReads)
 	if err != nil {
 		return nil, err
 	}

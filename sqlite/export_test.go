@@ -2,8 +2,18 @@ package sqlite
 
 import (
 	"io/fs"
+	"path"
 	"testing/fstest"
 )
+
+// EmbeddedMigrations lists the names of the embedded migration files.
+func EmbeddedMigrations() []string {
+	names, _ := fs.Glob(migrationFS, "migrations/*.sql")
+	for i, n := range names {
+		names[i] = path.Base(n)
+	}
+	return names
+}
 
 // OpenWithMigrations opens path applying the embedded migrations plus
 // extra, so tests can check how the runner orders and records files.

@@ -16,7 +16,8 @@ import (
 const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	cap_per_request, cap_daily, cap_monthly, cap_total,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
-	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at`
+	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
+	allow_secret_reads`
 
 // Key lookups prepared at Open: every proxied request authenticates by hash.
 const (
@@ -49,7 +50,7 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO keys (`+keyColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 		if isUnique(err) {
 			return keybrake.Errorf(keybrake.ECONFLICT, "A key with this ID or secret already exists.")
 		}
@@ -221,7 +222,8 @@ func updateKey(ctx context.Context, tx *sql.Tx, k *keybrake.Key) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE keys SET label = ?3,
 		cap_per_request = ?6, cap_daily = ?7, cap_monthly = ?8, cap_total = ?9,
 		allowed_endpoints = ?10, allowed_customers = ?11, allowed_accounts = ?12, allowed_currencies = ?13,
-		allow_unpriced = ?15, metadata = ?16, expires_at = ?17, revoked_at = ?18, updated_at = ?20
+		allow_unpriced = ?15, metadata = ?16, expires_at = ?17, revoked_at = ?18, updated_at = ?20,
+		allow_secret_reads = ?21
 		WHERE id = ?1`, args...); err != nil {
 		return wrap(err, "update key %s", k.ID)
 	}
@@ -247,6 +249,7 @@ func keyArgs(k *keybrake.Key) ([]any, error) {
 		lists[0], lists[1], lists[2], lists[3],
 		k.Timezone, k.AllowUnpriced, string(meta),
 		nullTime(k.ExpiresAt), nullTime(k.RevokedAt), k.CreatedAt.UnixMicro(), k.UpdatedAt.UnixMicro(),
+		k.AllowSecretReads,
 	}, nil
 }
 
@@ -270,7 +273,8 @@ func scanKey(row scanner) (*keybrake.Key, error) {
 	if err := row.Scan(&k.ID, &k.Vendor, &k.Label, &k.SecretHash, &k.SecretPrefix,
 		&caps[0], &caps[1], &caps[2], &caps[3],
 		&lists[0], &lists[1], &lists[2], &lists[3],
-		&k.Timezone, &k.AllowUnpriced, &meta, &expires, &revoked, &created, &updated); err != nil {
+		&k.Timezone, &k.AllowUnpriced, &meta, &expires, &revoked, &created, &updated,
+		&k.AllowSecretReads); err != nil {
 		return nil, err
 	}
 	for i, c := range caps {

@@ -1,13 +1,16 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"testing"
 	"testing/fstest"
 
 	"github.com/keybrake/keybrake/sqlite"
+	"github.com/keybrake/keybrake/storetest"
 )
 
 // mustApplied lists schema_migrations in the order the files were applied.
@@ -50,7 +53,8 @@ func TestMigrate(t *testing.T) {
 			t.Fatalf("Open: %v", err)
 		}
 		s.Close()
-		want := []string{"0001_store.sql", "0002_a.sql", "0002_holds.sql", "0010_b.sql", "0100_ledger.sql"}
+		want := append(sqlite.EmbeddedMigrations(), "0002_a.sql", "0010_b.sql")
+		sort.Strings(want)
 		if got := mustApplied(t, path); !reflect.DeepEqual(got, want) {
 			t.Fatalf("applied %v, want %v", got, want)
 		}
@@ -86,4 +90,43 @@ func TestMigrate(t *testing.T) {
 		}
 		s.Close()
 	})
+}
+
+// 0003_key_policy writes out the old meaning of an empty allowed_endpoints,
+// every operation, as ["*"], and keys made before it may not read secrets.
+func TestMigrate_KeyPolicy(t *testing.T) {
+	s, path := MustOpen(t)
+	old := storetest.NewKey("key_old")
+	old.AllowedEndpoints = nil
+	storetest.MustCreateKey(t, s, old)
+	limited := storetest.NewKey("key_limited")
+	limited.AllowedEndpoints = []string{"charges.create"}
+	storetest.MustCreateKey(t, s, limited)
+	s.Close()
+
+	// Put the file back as it was before 0003.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`ALTER TABLE keys DROP COLUMN allow_secret_reads`,
+		`DELETE FROM schema_migrations WHERE name = '0003_key_policy.sql'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s2 := MustReopen(t, path)
+	for id, want := range map[string][]string{"key_old": {"*"}, "key_limited": {"charges.create"}} {
+		k, err := s2.FindKeyByID(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(k.AllowedEndpoints, want) || k.AllowSecretReads {
+			t.Fatalf("%s after 0003: endpoints %q, secret reads %v", id, k.AllowedEndpoints, k.AllowSecretReads)
+		}
+	}
 }

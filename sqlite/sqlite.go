@@ -75,6 +75,12 @@ const busyTimeout = 10 * time.Second
 // proxy far below the throughput it is meant for. Deployments that must
 // survive power loss without losing the last seconds of reservations should
 // use the PostgreSQL store.
+//
+// Permissions: a new database file is created 0600, and SQLite gives its
+// -wal and -shm the same mode. An existing database, -wal or -shm that group
+// or others may read is made owner-only (chmod) on Open, with a warning on
+// slog's default logger; Open fails if that chmod fails. The directory is
+// the caller's (keybrake serve creates it 0700).
 func Open(path string) (*Store, error) {
 	migrations, err := fs.Sub(migrationFS, "migrations")
 	if err != nil {
@@ -87,6 +93,9 @@ func Open(path string) (*Store, error) {
 func open(path string, migrations fs.FS) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "sqlite: path %q must be a plain file path", path)
+	}
+	if err := secureFiles(path); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", busyTimeout.Milliseconds())
 	s := &Store{Now: time.Now, path: path}

@@ -39,11 +39,11 @@ func dumpKey(k *keybrake.Key) string {
 		}
 		return fmt.Sprintf("%q", s)
 	}
-	return fmt.Sprintf("{ID:%s Vendor:%s Label:%q Hash:%s Prefix:%s Caps:[%s %s %s %s] Endpoints:%s Customers:%s Accounts:%s Currencies:%s TZ:%s Unpriced:%v Metadata:%#v}",
+	return fmt.Sprintf("{ID:%s Vendor:%s Label:%q Hash:%s Prefix:%s Caps:[%s %s %s %s] Endpoints:%s Customers:%s Accounts:%s Currencies:%s TZ:%s Unpriced:%v SecretReads:%v Metadata:%#v}",
 		k.ID, k.Vendor, k.Label, k.SecretHash, k.SecretPrefix,
 		c(k.PerRequest), c(k.Daily), c(k.Monthly), c(k.Total),
 		l(k.AllowedEndpoints), l(k.AllowedCustomers), l(k.AllowedAccounts), l(k.AllowedCurrencies),
-		k.Timezone, k.AllowUnpriced, k.Metadata)
+		k.Timezone, k.AllowUnpriced, k.AllowSecretReads, k.Metadata)
 }
 
 // mustFindKey reads a key back by ID and by hash and checks both agree.
@@ -139,6 +139,9 @@ func testKeys(t *testing.T, open opener) {
 			{"Timezone", func(k *keybrake.Key) { k.Timezone = "America/New_York" }},
 			{"TimezoneEmpty", func(k *keybrake.Key) { k.Timezone = "" }},
 			{"AllowUnpriced", func(k *keybrake.Key) { k.AllowUnpriced = true }},
+			{"AllowSecretReads", func(k *keybrake.Key) { k.AllowSecretReads = true }},
+			{"AllEndpoints", func(k *keybrake.Key) { k.AllowedEndpoints = []string{keybrake.AllEndpoints} }},
+			{"DefaultEndpoints", func(k *keybrake.Key) { k.AllowedEndpoints = keybrake.DefaultEndpoints() }},
 			{"Label", func(k *keybrake.Key) { k.Label = "it's a \"label\" — with unicode" }},
 			{"ExpiresAtSecond", func(k *keybrake.Key) { k.ExpiresAt = &exp }},
 			{"ExpiresAtMicrosecond", func(k *keybrake.Key) { k.ExpiresAt = &expMicro }},
@@ -275,7 +278,7 @@ func testKeys(t *testing.T, open opener) {
 		now := T0.Add(time.Hour + time.Microsecond)
 		exp := T0.Add(48 * time.Hour)
 		label := "renamed"
-		yes := true
+		yes, no := true, false
 		endpoints := []string{"refunds.create"}
 		empty := []string{}
 		meta := map[string]string{"k": "v"}
@@ -300,6 +303,7 @@ func testKeys(t *testing.T, open opener) {
 			{"AllowedAccounts", keybrake.KeyUpdate{AllowedAccounts: &endpoints}, func(k *keybrake.Key) { k.AllowedAccounts = endpoints }},
 			{"AllowedCurrencies", keybrake.KeyUpdate{AllowedCurrencies: &endpoints}, func(k *keybrake.Key) { k.AllowedCurrencies = endpoints }},
 			{"AllowUnpriced", keybrake.KeyUpdate{AllowUnpriced: &yes}, func(k *keybrake.Key) { k.AllowUnpriced = true }},
+			{"AllowSecretReadsOff", keybrake.KeyUpdate{AllowSecretReads: &no}, func(k *keybrake.Key) { k.AllowSecretReads = false }},
 			{"Metadata", keybrake.KeyUpdate{Metadata: &meta}, func(k *keybrake.Key) { k.Metadata = meta }},
 			{"SetExpiresAt", keybrake.KeyUpdate{SetExpiresAt: true, ExpiresAt: &exp}, func(k *keybrake.Key) { k.ExpiresAt = &exp }},
 			{"RemoveExpiresAt", keybrake.KeyUpdate{SetExpiresAt: true}, func(k *keybrake.Key) { k.ExpiresAt = nil }},
@@ -314,6 +318,7 @@ func testKeys(t *testing.T, open opener) {
 				orig.AllowedAccounts = []string{"acct_1"}
 				orig.AllowedCurrencies = []string{"usd"}
 				orig.Metadata = map[string]string{"old": "yes"}
+				orig.AllowSecretReads = true
 				e := T0.Add(24 * time.Hour)
 				orig.ExpiresAt = &e
 				MustCreateKey(t, s, orig)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +26,7 @@ func runKeys(ctx context.Context, args []string, env Env) error {
 	fs := flagSet("keys", `Manages vault keys through a running keybrake's admin API and prints its JSON:
 
   keybrake keys create '{"label":"billing-2026-11","daily_usd_cap":250,"allowed_endpoints":["/v1/charges"]}'
+  keybrake keys create --allow-secret-reads '{"label":"issuing","allowed_endpoints":["issuing.cards.retrieve"]}'
   keybrake keys list [--limit N] [--starting-after vk_…]
   keybrake keys show vk_…
   keybrake keys update vk_… '{"daily_usd_cap":100}'
@@ -32,13 +34,16 @@ func runKeys(ctx context.Context, args []string, env Env) error {
   keybrake keys events vk_… [--limit N]
 
 The policy fields are those of POST /vault/keys (README.md, "Admin API").
-The vault key is printed once, by create. The admin token comes from
-KEYBRAKE_ADMIN_TOKEN.
+The vault key is printed once, by create. A key created without
+allowed_endpoints may call the default payments set, which create also
+prints to stderr as a notice; ["*"] allows every operation. The admin token
+comes from KEYBRAKE_ADMIN_TOKEN.
 
 Usage: keybrake keys [flags] <create|list|show|update|revoke|events> [args]`, env)
 	base := fs.String("url", envDefault(env, "KEYBRAKE_URL", "http://127.0.0.1:8080"), "keybrake's base URL (KEYBRAKE_URL)")
 	limit := fs.Int("limit", 10, "list, events: page size, 1 to 100")
 	after := fs.String("starting-after", "", "list, events: the last id of the previous page")
+	secretReads := fs.Bool("allow-secret-reads", false, "create, update: set allow_secret_reads, letting the key expand secrets (issuing card numbers, treasury account numbers, apps secrets); --allow-secret-reads=false clears it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,17 +118,59 @@ Usage: keybrake keys [flags] <create|list|show|update|revoke|events> [args]`, en
 	if body != "" && !json.Valid([]byte(body)) {
 		return fmt.Errorf("keys %s: the policy is not valid JSON", action)
 	}
-	return adminCall(ctx, env, strings.TrimSuffix(u.String(), "/")+path, method, token, body)
+	if flagGiven(fs, "allow-secret-reads") {
+		if body, err = withField(action, body, "allow_secret_reads", *secretReads); err != nil {
+			return err
+		}
+	}
+	out, err := adminCall(ctx, env, strings.TrimSuffix(u.String(), "/")+path, method, token, body)
+	if err != nil {
+		return err
+	}
+	var created struct {
+		Notices []string `json:"notices"`
+	}
+	if json.Unmarshal(out, &created) == nil {
+		for _, n := range created.Notices {
+			fmt.Fprintf(env.Stderr, "keybrake keys %s: notice: %s\n", action, n)
+		}
+	}
+	return nil
 }
 
-// adminCall sends one admin request and prints the answer; an error status
-// is an error carrying the API's message.
-func adminCall(ctx context.Context, env Env, target, method, token, body string) error {
+// flagGiven reports whether the flag was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// withField sets field in the JSON policy of create or update, refusing
+// a policy that sets it too.
+func withField(action, body, field string, v any) (string, error) {
+	if action != "create" && action != "update" {
+		return "", fmt.Errorf("keys %s: --%s is for create and update", action, strings.ReplaceAll(field, "_", "-"))
+	}
+	var policy map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &policy); err != nil {
+		return "", fmt.Errorf("keys %s: the policy must be a JSON object", action)
+	}
+	if _, ok := policy[field]; ok {
+		return "", fmt.Errorf("keys %s: %s is given both in the policy and as --%s", action, field, strings.ReplaceAll(field, "_", "-"))
+	}
+	policy[field], _ = json.Marshal(v)
+	b, err := json.Marshal(policy)
+	return string(b), err
+}
+
+// adminCall sends one admin request, prints the answer and returns it; an
+// error status is an error carrying the API's message.
+func adminCall(ctx context.Context, env Env, target, method, token, body string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, target, strings.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
@@ -131,22 +178,22 @@ func adminCall(ctx context.Context, env Env, target, method, token, body string)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("keybrake admin API: %w", err)
+		return nil, fmt.Errorf("keybrake admin API: %w", err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode >= 300 {
 		var e struct {
 			Error struct{ Code, Message, Param string } `json:"error"`
 		}
 		if json.Unmarshal(out, &e) == nil && e.Error.Message != "" {
-			return fmt.Errorf("keybrake admin API: %d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message)
+			return nil, fmt.Errorf("keybrake admin API: %d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message)
 		}
-		return fmt.Errorf("keybrake admin API: %d %s", resp.StatusCode, bytes.TrimSpace(out))
+		return nil, fmt.Errorf("keybrake admin API: %d %s", resp.StatusCode, bytes.TrimSpace(out))
 	}
 	_, err = env.Stdout.Write(out)
-	return err
+	return out, err
 }

@@ -14,14 +14,21 @@ import (
 func TestKeys(t *testing.T) {
 	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys"})
 	vars := map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys", "KEYBRAKE_URL": m.HTTP.URL()}
+	var stderr *syncBuffer
 	run := func(args ...string) (string, error) {
 		env, out := testEnv(vars)
+		stderr = &syncBuffer{}
+		env.Stderr = stderr // apart from stdout, which must stay JSON
 		err := main.Run(context.Background(), append([]string{"keys"}, args...), env)
 		return out.String(), err
 	}
 	out, err := run("create", `{"label":"agent-7","daily_usd_cap":25}`)
 	if err != nil {
 		t.Fatalf("create: %v %s", err, out)
+	}
+	// No allowed_endpoints: the default set, said on stderr too.
+	if !strings.Contains(stderr.String(), "notice: allowed_endpoints was not given") || !strings.Contains(out, `"charges.create"`) {
+		t.Fatalf("create without allowed_endpoints printed %s / %s", out, stderr)
 	}
 	var k struct {
 		ID       string `json:"id"`
@@ -32,6 +39,12 @@ func TestKeys(t *testing.T) {
 	}
 	if out, err := run("update", k.ID, `{"daily_usd_cap":10}`); err != nil || !strings.Contains(out, `"daily_usd_cap": 10.00`) {
 		t.Fatalf("update: %v %s", err, out)
+	}
+	if out, err := run("update", "--allow-secret-reads", k.ID, `{"label":"agent-7b"}`); err != nil || !strings.Contains(out, `"allow_secret_reads": true`) || !strings.Contains(out, `"agent-7b"`) {
+		t.Fatalf("update --allow-secret-reads: %v %s", err, out)
+	}
+	if out, err := run("create", "--allow-secret-reads", `{"allowed_endpoints":["*"]}`); err != nil || !strings.Contains(out, `"allow_secret_reads": true`) || strings.Contains(out, "notices") || stderr.String() != "" {
+		t.Fatalf("create --allow-secret-reads: %v %s %s", err, out, stderr)
 	}
 	if out, err := run("show", k.ID); err != nil || strings.Contains(out, k.VaultKey) || !strings.Contains(out, `"remaining_usd": 10.00`) {
 		t.Fatalf("show: %v %s", err, out)
@@ -54,6 +67,8 @@ func TestKeys(t *testing.T) {
 		"ErrNotFound":    {"show", "vk_missing"},
 		"ErrLimit":       {"list", "--limit", "0"},
 		"ErrUpdateNoArg": {"update", k.ID},
+		"ErrSecretTwice": {"create", "--allow-secret-reads", `{"allow_secret_reads":false}`},
+		"ErrSecretList":  {"list", "--allow-secret-reads"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := run(args...); err == nil {

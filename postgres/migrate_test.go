@@ -1,0 +1,51 @@
+package postgres_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/keybrake/keybrake/storetest"
+)
+
+// 0007_key_policy writes out the old meaning of an empty allowed_endpoints,
+// every operation, as {*}, and keys made before it may not read secrets.
+func TestMigrate_KeyPolicy(t *testing.T) {
+	ctx := context.Background()
+	dsn := MustDatabase(t, MustServerDSN(t))
+	s := MustOpen(t, dsn)
+	old := storetest.NewKey("key_old")
+	storetest.MustCreateKey(t, s, old)
+	limited := storetest.NewKey("key_limited")
+	limited.AllowedEndpoints = []string{"charges.create"}
+	storetest.MustCreateKey(t, s, limited)
+	s.Close()
+
+	// Put the schema back as it was before 0007.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`ALTER TABLE keys DROP COLUMN allow_secret_reads`,
+		`DELETE FROM schema_migrations WHERE name LIKE '%0007_key_policy.sql'`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close(ctx)
+
+	s2 := MustOpen(t, dsn)
+	for id, want := range map[string][]string{"key_old": {"*"}, "key_limited": {"charges.create"}} {
+		k, err := s2.FindKeyByID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(k.AllowedEndpoints, want) || k.AllowSecretReads {
+			t.Fatalf("%s after 0007: endpoints %q, secret reads %v", id, k.AllowedEndpoints, k.AllowSecretReads)
+		}
+	}
+}

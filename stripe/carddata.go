@@ -1,0 +1,99 @@
+package stripe
+
+// rawDataFields are the last segments of the parameter names under which
+// Stripe's API takes raw card or bank account data: card[number],
+// card[cvc], payment_method_data[card][number], card[network_token][number],
+// card_present[number], bank_account[account_number],
+// payment_method_data[us_bank_account][account_number],
+// external_account[account_number], sepa_debit[iban] and the other debit
+// schemes' account_number. The value says whether the name is sensitive at
+// the top level too: a top-level number is an invoice's number, never a
+// card's. Routing numbers and sort codes identify a bank, not an account,
+// and are left alone.
+var rawDataFields = map[string]bool{
+	"number":         false,
+	"cvc":            true,
+	"cvv":            true,
+	"account_number": true,
+	"iban":           true,
+}
+
+// CardData reports the first parameter of form that carries raw card or bank
+// account data: a parameter named as above with a non-empty value, or any
+// parameter whose name or value holds something that looks like a card
+// number (see LooksLikePAN), such as a card number pasted into metadata or a
+// description. keybrake refuses such requests before storing or forwarding
+// anything, as Stripe itself refuses raw card numbers sent with a secret key
+// by default: card data belongs in Stripe.js or Elements, which turn it into
+// a token or a PaymentMethod in the customer's browser.
+func CardData(form *Form) (param string, found bool) {
+	if form == nil {
+		return "", false
+	}
+	for _, p := range form.Pairs {
+		path, ok := SplitKey(p.Key)
+		if !ok {
+			continue
+		}
+		last := path[len(path)-1]
+		if top, ok := rawDataFields[last]; ok && p.Value != "" && (top || len(path) > 1) {
+			return p.Key, true
+		}
+		if LooksLikePAN(p.Value) {
+			return p.Key, true
+		}
+		for _, seg := range path {
+			if LooksLikePAN(seg) {
+				return p.Key, true
+			}
+		}
+	}
+	return "", false
+}
+
+// LooksLikePAN reports whether s holds a run of 13 to 19 digits, possibly
+// grouped by single spaces or dashes (4242 4242 4242 4242,
+// 4242-4242-4242-4242), that starts with 2 to 6 as the card networks' numbers
+// do and passes the Luhn check. A longer run of digits is not a card number
+// (it would be a card number followed by more digits), nor a shorter one.
+func LooksLikePAN(s string) bool {
+	var digits []byte
+	flush := func() bool {
+		ok := isPAN(digits)
+		digits = digits[:0]
+		return ok
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			digits = append(digits, c)
+		case (c == ' ' || c == '-') && len(digits) > 0 && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9':
+			// A single separator between digits continues the run.
+		default:
+			if flush() {
+				return true
+			}
+		}
+	}
+	return flush()
+}
+
+// isPAN applies the length, network and Luhn checks to a run of digits.
+func isPAN(d []byte) bool {
+	if len(d) < 13 || len(d) > 19 || d[0] < '2' || d[0] > '6' {
+		return false
+	}
+	sum := 0
+	for i := 0; i < len(d); i++ {
+		n := int(d[len(d)-1-i] - '0')
+		if i%2 == 1 {
+			n *= 2
+			if n > 9 {
+				n -= 9
+			}
+		}
+		sum += n
+	}
+	return sum%10 == 0
+}
