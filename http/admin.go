@@ -484,6 +484,7 @@ type budget struct {
 	Monthly    *windowBudget   `json:"monthly"`
 	Total      *windowBudget   `json:"total"`
 	Uncertain  keybrake.Micros `json:"uncertain_usd"`
+	Held       keybrake.Micros `json:"held_usd"` // part of the spend held on objects that can still move money, not yet spent
 	Timezone   string          `json:"timezone"`
 }
 
@@ -510,6 +511,7 @@ func (s *Server) budget(ctx context.Context, k *keybrake.Key, now time.Time) (*b
 		Monthly:   window(k.Monthly, sp.Month, &mr),
 		Total:     window(k.Total, sp.Total, nil),
 		Uncertain: sp.Uncertain,
+		Held:      sp.Held,
 		Timezone:  loc.String(),
 	}
 	if k.PerRequest != nil {

@@ -37,6 +37,7 @@ type ServeConfig struct {
 	Rates            string        // --rates, KEYBRAKE_RATES: "eur=1.08,jpy=0.0067"
 	ResolveInterval  time.Duration // --resolve-interval, KEYBRAKE_RESOLVE_INTERVAL
 	StaleAfter       time.Duration // --stale-after, KEYBRAKE_STALE_AFTER
+	HoldTTL          time.Duration // --hold-ttl, KEYBRAKE_HOLD_TTL
 	UpstreamTimeout  time.Duration // --upstream-timeout, KEYBRAKE_UPSTREAM_TIMEOUT
 	SimState         string        // --sim-state, KEYBRAKE_SIM_STATE
 	LogLevel         string        // --log-level, KEYBRAKE_LOG_LEVEL
@@ -70,6 +71,7 @@ func NewServeMain(env Env) *ServeMain {
 		Upstream:        "https://api.stripe.com",
 		ResolveInterval: 10 * time.Second,
 		StaleAfter:      2 * time.Minute,
+		HoldTTL:         24 * time.Hour,
 		UpstreamTimeout: 80 * time.Second,
 		LogLevel:        "info",
 		LogFormat:       "text",
@@ -94,6 +96,7 @@ Environment only (secrets are kept out of the process list):
 	fs.StringVar(&c.Rates, "rates", envDefault(env, "KEYBRAKE_RATES", ""), "USD value of one unit of each non-USD currency, e.g. eur=1.08,jpy=0.0067 (KEYBRAKE_RATES)")
 	fs.DurationVar(&c.ResolveInterval, "resolve-interval", envDuration(env, "KEYBRAKE_RESOLVE_INTERVAL", c.ResolveInterval), "how often the resolver settles uncertain reservations; 0 disables (KEYBRAKE_RESOLVE_INTERVAL)")
 	fs.DurationVar(&c.StaleAfter, "stale-after", envDuration(env, "KEYBRAKE_STALE_AFTER", c.StaleAfter), "age after which an unanswered reservation counts as interrupted (KEYBRAKE_STALE_AFTER)")
+	fs.DurationVar(&c.HoldTTL, "hold-ttl", envDuration(env, "KEYBRAKE_HOLD_TTL", c.HoldTTL), "how long an unconfirmed intent or uncaptured authorization stays held before keybrake cancels it upstream and releases its amount (KEYBRAKE_HOLD_TTL)")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", envDuration(env, "KEYBRAKE_UPSTREAM_TIMEOUT", c.UpstreamTimeout), "timeout of one upstream request (KEYBRAKE_UPSTREAM_TIMEOUT)")
 	fs.StringVar(&c.SimState, "sim-state", envDefault(env, "KEYBRAKE_SIM_STATE", ""), "file where the in-process simulator keeps its state across restarts (KEYBRAKE_SIM_STATE)")
 	fs.StringVar(&c.LogLevel, "log-level", envDefault(env, "KEYBRAKE_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (KEYBRAKE_LOG_LEVEL)")
@@ -136,6 +139,9 @@ func (m *ServeMain) validate() (stripe.Rates, error) {
 	}
 	if c.StaleAfter <= 0 {
 		return nil, fmt.Errorf("invalid --stale-after (KEYBRAKE_STALE_AFTER): must be a positive duration like 2m")
+	}
+	if c.HoldTTL <= 0 {
+		return nil, fmt.Errorf("invalid --hold-ttl (KEYBRAKE_HOLD_TTL): must be a positive duration like 24h")
 	}
 	if c.UpstreamTimeout <= 0 {
 		return nil, fmt.Errorf("invalid --upstream-timeout (KEYBRAKE_UPSTREAM_TIMEOUT): must be a positive duration like 80s")
@@ -190,6 +196,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	s.Logger = m.logger
 	s.ResolveInterval = m.Config.ResolveInterval
 	s.StaleAfter = m.Config.StaleAfter
+	s.HoldTTL = m.Config.HoldTTL
 	s.UpstreamTimeout = m.Config.UpstreamTimeout
 	s.Transport = m.Transport
 	if m.Now != nil {
