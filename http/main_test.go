@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,6 +58,14 @@ func MustOpen(tb testing.TB, opts ...Option) *Env {
 	tb.Cleanup(simSrv.Close)
 
 	dir := tb.TempDir()
+	if strings.ContainsAny(dir, "?#") {
+		// A fuzz seed's name has a '#', which a SQLite path may not.
+		var err error
+		if dir, err = os.MkdirTemp("", "keybrake-test-"); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { os.RemoveAll(dir) })
+	}
 	store, err := sqlite.Open(filepath.Join(dir, "keybrake.db"))
 	if err != nil {
 		tb.Fatal(err)
