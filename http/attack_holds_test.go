@@ -1,0 +1,53 @@
+package http_test
+
+import (
+	"testing"
+)
+
+// A hold's amount and currency stay those of its largest value: after an
+// update lowers the intent's USD value by switching currency, the hold still
+// says "1000 usd" while the intent is 1400 jpy. A currency-only update back
+// to usd was priced from the hold's amount (1000 usd, nothing to raise),
+// but Stripe keeps the intent's amount: it became 1400 usd.
+func TestAttackHolds_CurrencySwitchBack(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=1000&currency=usd&payment_method=pm_card_visa")
+		// 1400 jpy is $9.38: below the $10 held, nothing to raise.
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "amount=1400&currency=jpy")
+		// Back to usd without an amount: Stripe keeps 1400, now cents.
+		a.call(t, "POST", "/v1/payment_intents/"+id(pi), "currency=usd")
+		a.browserConfirm(t, pi)
+		a.wantMoneyComplete(t, 1000)
+	})
+}
+
+// The same confusion through increment_authorization: the new total is
+// priced in the hold's currency (jpy) while the intent is in usd.
+func TestAttackHolds_IncrementInHoldCurrency(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
+		// 1490 jpy is $9.98.
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=1490&currency=jpy&payment_method=pm_card_visa&capture_method=manual")
+		// 900 usd is $9: nothing to raise, the hold stays "1490 jpy".
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "amount=900&currency=usd")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "")
+		// 1400 "jpy" is $9.38 to keybrake; Stripe authorizes 1400 usd.
+		a.call(t, "POST", "/v1/payment_intents/"+id(pi)+"/increment_authorization", "amount=1400")
+		a.call(t, "POST", "/v1/payment_intents/"+id(pi)+"/capture", "")
+		a.wantMoneyComplete(t, 1000)
+	})
+}
+
+// An update of the amount alone is priced in the hold's currency too.
+func TestAttackHolds_AmountInHoldCurrency(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=1490&currency=jpy&payment_method=pm_card_visa")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "amount=100&currency=usd")
+		// 1480 "jpy" is $9.92 to keybrake; the intent becomes 1480 usd.
+		a.call(t, "POST", "/v1/payment_intents/"+id(pi), "amount=1480")
+		a.browserConfirm(t, pi)
+		a.wantMoneyComplete(t, 1000)
+	})
+}
