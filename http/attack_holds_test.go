@@ -1,7 +1,12 @@
 package http_test
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/stripesim"
 )
 
 // A hold's amount and currency stay those of its largest value: after an
@@ -49,5 +54,34 @@ func TestAttackHolds_AmountInHoldCurrency(t *testing.T) {
 		a.call(t, "POST", "/v1/payment_intents/"+id(pi), "amount=1480")
 		a.browserConfirm(t, pi)
 		a.wantMoneyComplete(t, 1000)
+	})
+}
+
+// Object locks are per key: key B (a $5 cap) confirms an intent that key A
+// made, priced by lookup at $5; while B's confirm is in flight, A raises the
+// intent to $1000 under its own cap, and B's confirm moves $1000.
+func TestAttackHolds_CrossKeyRaiseDuringConfirm(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":1000,"allowed_endpoints":["*"]}`)
+		b := newAttacker(t, e, `{"total_usd_cap":5,"allowed_endpoints":["*"]}`)
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa")
+		wait, fired := make(chan struct{}), make(chan string, 1)
+		e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/payment_intents/" + id(pi) + "/confirm", Mode: stripesim.FaultLatency, Wait: wait, Fired: fired, Count: 1})
+		done := make(chan int)
+		go func() { s, _ := b.call(t, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", ""); done <- s }()
+		select {
+		case <-fired:
+		case <-time.After(10 * time.Second):
+			t.Fatal("confirm never reached the simulator")
+		}
+		s, v := a.call(t, "POST", "/v1/payment_intents/"+id(pi), "amount=100000")
+		t.Logf("A's raise during B's confirm: %d %v", s, v["error"])
+		close(wait)
+		t.Logf("B's confirm: %d", <-done)
+		moved := e.movedCents()
+		if spent := e.Spend(t, b.keyID); moved > 500 && spent.Total > 5*keybrake.MicrosPerUSD {
+			t.Fatalf("key B ($5 cap) confirmed %d cents; B counts %s", moved, spent.Total)
+		}
+		_ = context.Background
 	})
 }
