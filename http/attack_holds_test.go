@@ -85,3 +85,35 @@ func TestAttackHolds_CrossKeyRaiseDuringConfirm(t *testing.T) {
 		_ = context.Background
 	})
 }
+
+// A create whose answer is lost stays uncertain and unlinked; the object is
+// then confirmed through keybrake, whose reservation becomes the object's
+// hold. The resolver later settles the create's reservation as held from
+// Stripe's saved answer, but cannot link it (the object is held already):
+// no sweep ever finds it, and it keeps the key's budget counted forever.
+func TestAttackHolds_LostCreateOrphanHold(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":20,"allowed_endpoints":["*"]}`)
+		e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/payment_intents", Mode: stripesim.FaultCutAfter, Count: 1})
+		a.must(t, 502, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa&capture_method=manual")
+		pis := e.Sim.GroundTruth().PaymentIntents
+		if len(pis) != 1 {
+			t.Fatalf("%d intents upstream", len(pis))
+		}
+		pi := pis[0].ID
+		a.must(t, 200, "POST", "/v1/payment_intents/"+pi+"/confirm", "")
+		if _, err := e.Server.Resolve(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		a.must(t, 200, "POST", "/v1/payment_intents/"+pi+"/capture", "")
+		e.Clock.Advance(e.Server.HoldTTL + time.Hour)
+		e.Sim.Advance(e.Server.HoldTTL + time.Hour)
+		if _, err := e.Server.SweepHolds(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		a.wantMoneyComplete(t, 2000)
+		if sp := e.Spend(t, a.keyID); sp.Held != 0 {
+			t.Fatalf("after capture and sweep: %s still held (total %s), for 500 cents moved", sp.Held, sp.Total)
+		}
+	})
+}
