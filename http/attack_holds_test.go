@@ -82,7 +82,6 @@ func TestAttackHolds_CrossKeyRaiseDuringConfirm(t *testing.T) {
 		if spent := e.Spend(t, b.keyID); moved > 500 && spent.Total > 5*keybrake.MicrosPerUSD {
 			t.Fatalf("key B ($5 cap) confirmed %d cents; B counts %s", moved, spent.Total)
 		}
-		_ = context.Background
 	})
 }
 
