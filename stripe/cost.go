@@ -229,9 +229,10 @@ func idParam(form *Form, name string) (string, error) {
 // keybrake already holds on the object for the key, nil when nothing is.
 //
 //   - payment_intents.update: the amount and currency params where given,
-//     the rest from held or, with nothing held, from Lookup.PaymentIntent.
+//     the rest from Lookup.PaymentIntent (never from held, whose amount and
+//     currency are those of the hold's largest value, not the intent's).
 //   - payment_intents.increment_authorization: the amount param (the new
-//     total, required), in the currency of held or of the looked-up intent.
+//     total, required), in the currency of the looked-up intent.
 //   - payment_intents.confirm, payment_intents.capture, charges.capture:
 //     held when something is held (they move at most what the object can);
 //     else what Price says.
@@ -251,14 +252,14 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 		}
 		return p.Price(ctx, op, form, account)
 	}
-	var base Price
-	if held != nil {
-		base = *held
-	} else {
-		var err error
-		if base, err = p.intent(ctx, op, account); err != nil {
-			return Price{}, err
-		}
+	// The base is the intent as it is now, never the hold: a hold keeps the
+	// amount and currency of its largest value, which need not be the
+	// intent's (1000 usd held, the intent lowered to 1400 jpy), and Stripe
+	// applies a new currency to the intent's amount, and an amount or an
+	// increment to the intent's currency.
+	base, err := p.intent(ctx, op, account)
+	if err != nil {
+		return Price{}, err
 	}
 	pr := Price{Amount: base.Amount, Currency: base.Currency}
 	if form.Has("amount") || op.Name == "payment_intents.increment_authorization" {
@@ -275,7 +276,6 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 		}
 		pr.Currency = c
 	}
-	var err error
 	if pr.Micros, err = p.Rates.ToMicros(pr.Amount, pr.Currency); err != nil {
 		return Price{}, err
 	}
