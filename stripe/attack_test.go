@@ -1,0 +1,52 @@
+package stripe
+
+import "testing"
+
+// attackBodies asserts each body of method+path classifies as want.
+func attackBodies(t *testing.T, method, path string, want Class, bodies ...string) {
+	t.Helper()
+	op, err := ParseOperation(method, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bodies {
+		f, err := ParseForm(b)
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if got := Classify(op, f); got != want {
+			t.Errorf("%s %s %q: %s, want %s", method, path, b, got, want)
+		}
+	}
+}
+
+// Before API version 2019-10-17 the customer balance was account_balance;
+// a client picks the version with Stripe-Version, which keybrake forwards, so
+// account_balance=-100000 is spendable credit (and a positive one is billed)
+// exactly as balance is.
+func TestAttackCanon_CustomerLegacyAccountBalance(t *testing.T) {
+	attackBodies(t, "POST", "/v1/customers", ClassUnpriced, "account_balance=-100000", "account_balance=5000")
+	attackBodies(t, "POST", "/v1/customers/cus_1", ClassUnpriced, "account_balance=-100000", "account_balance=5000")
+}
+
+// customers.update with source: "for each of the customer's current
+// subscriptions, if the subscription bills automatically and is in the
+// past_due state, then the latest open invoice ... will be retried" (the
+// spec's description of POST /v1/customers/{customer}). That is a charge,
+// now, on a free write. A new customer has no subscriptions, so
+// customers.create with source stays free.
+func TestAttackCanon_CustomerUpdateSourceRetriesInvoices(t *testing.T) {
+	attackBodies(t, "POST", "/v1/customers/cus_1", ClassUnpriced, "source=tok_visa", "source[object]=card&source[exp_month]=12")
+	attackBodies(t, "POST", "/v1/customers", ClassWrite, "source=tok_visa")
+}
+
+// Before API version 2019-02-19 an account's payout settings were top-level
+// parameters of accounts.update: payout_schedule and debit_negative_balances
+// (now settings[payouts][...]). Sent with an old Stripe-Version they
+// schedule payouts or debit the account's bank account, which
+// settings[payouts] is unpriced for.
+func TestAttackCanon_AccountLegacyPayoutParams(t *testing.T) {
+	attackBodies(t, "POST", "/v1/accounts/acct_1", ClassUnpriced,
+		"payout_schedule[interval]=daily", "payout_schedule[delay_days]=2",
+		"debit_negative_balances=true", "payout_statement_descriptor=x")
+}
