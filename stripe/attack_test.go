@@ -50,3 +50,32 @@ func TestAttackCanon_AccountLegacyPayoutParams(t *testing.T) {
 		"payout_schedule[interval]=daily", "payout_schedule[delay_days]=2",
 		"debit_negative_balances=true", "payout_statement_descriptor=x")
 }
+
+// A payment intent created with
+// payment_method_options[card][request_overcapture]=if_available can be
+// captured above its authorized amount (amount_to_capture > amount). With a
+// hold on the intent, Target returned the hold as is for a capture, so the
+// capture went upstream without raising it: the key moved more than it
+// held, and more than its caps. A capture above the hold must raise it.
+func TestAttackCanon_OvercaptureAboveHold(t *testing.T) {
+	p := &Pricer{Rates: Rates{}}
+	held := Price{Amount: 10000, Currency: "usd"}
+	held.Micros, _ = p.Rates.ToMicros(held.Amount, held.Currency)
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/payment_intents/pi_1/capture", "amount_to_capture=12000"},
+		{"/v1/charges/ch_1/capture", "amount=12000"},
+	} {
+		op, err := ParseOperation("POST", tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := ParseForm(tt.body)
+		got, err := p.Target(t.Context(), op, f, "", &held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Amount < 12000 {
+			t.Errorf("%s %s: target %d %s, below the 12000 captured", op.Name, tt.body, got.Amount, got.Currency)
+		}
+	}
+}
