@@ -232,9 +232,11 @@ func idParam(form *Form, name string) (string, error) {
 //     the rest from held or, with nothing held, from Lookup.PaymentIntent.
 //   - payment_intents.increment_authorization: the amount param (the new
 //     total, required), in the currency of held or of the looked-up intent.
-//   - payment_intents.confirm, payment_intents.capture, charges.capture:
-//     held when something is held (they move at most what the object can);
-//     else what Price says.
+//   - payment_intents.confirm: held when something is held (it moves at
+//     most what the object can); else what Price says.
+//   - payment_intents.capture, charges.capture: held, or the amount_to_capture
+//     (amount) param when it is above held (an overcapture); with nothing
+//     held, what Price says.
 //
 // Returns the errors Price returns. payment_intents.cancel moves nothing:
 // callers do not price it.
@@ -244,7 +246,7 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 	}
 	if !Raises(op, form) {
 		if held != nil {
-			return *held, nil
+			return overcapture(p.Rates, op, form, *held)
 		}
 		if op.Name == "payment_intents.update" {
 			return p.intent(ctx, op, account)
@@ -277,6 +279,34 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 	}
 	var err error
 	if pr.Micros, err = p.Rates.ToMicros(pr.Amount, pr.Currency); err != nil {
+		return Price{}, err
+	}
+	return pr, nil
+}
+
+// overcapture returns held, or a capture's amount when it is above held: an
+// intent authorized with request_overcapture can be captured above its
+// amount, and that capture moves more than the hold.
+func overcapture(rates Rates, op Operation, form *Form, held Price) (Price, error) {
+	param := ""
+	switch op.Name {
+	case "payment_intents.capture":
+		param = "amount_to_capture"
+	case "charges.capture":
+		param = "amount"
+	}
+	if param == "" || !form.Has(param) {
+		return held, nil
+	}
+	amount, err := amountParam(form, param)
+	if err != nil {
+		return Price{}, err
+	}
+	if amount <= held.Amount {
+		return held, nil
+	}
+	pr := Price{Amount: amount, Currency: held.Currency}
+	if pr.Micros, err = rates.ToMicros(pr.Amount, pr.Currency); err != nil {
 		return Price{}, err
 	}
 	return pr, nil
