@@ -419,8 +419,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	u := p.s.Upstream
 	pr.Out.URL.Scheme = u.Scheme
 	pr.Out.URL.Host = u.Host
-	pr.Out.URL.Path = strings.TrimSuffix(u.Path, "/") + c.op.Path
-	pr.Out.URL.RawPath = ""
+	pr.Out.URL.Path, pr.Out.URL.RawPath = upstreamPath(u, c.op.Path)
 	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 	pr.Out.URL.ForceQuery = false
 	pr.Out.Host = u.Host
@@ -434,6 +433,19 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.ContentLength = int64(len(c.body))
 		pr.Out.Header.Set("Content-Length", strconv.Itoa(len(c.body)))
 	}
+}
+
+// upstreamPath returns the URL Path and RawPath for sending the escaped
+// request path rawPath (as stripe.ParseOperation checked and named it) under
+// the upstream URL u: escaped exactly as the client sent it, never escaped
+// twice, so Stripe decodes the segments keybrake decoded.
+func upstreamPath(u *url.URL, rawPath string) (path, raw string) {
+	dec, err := url.PathUnescape(rawPath)
+	if err != nil {
+		// ParseOperation refuses malformed escapes; keep the old behaviour.
+		dec = rawPath
+	}
+	return strings.TrimSuffix(u.Path, "/") + dec, strings.TrimSuffix(u.EscapedPath(), "/") + rawPath
 }
 
 // modifyResponse settles the reservation from Stripe's answer: 2xx settles

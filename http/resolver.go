@@ -93,7 +93,7 @@ func (s *Server) resolveOne(ctx context.Context, rsv *keybrake.Reservation) (boo
 // Idempotency-Key.
 func (s *Server) replay(ctx context.Context, rsv *keybrake.Reservation) (int, []byte, error) {
 	u := *s.Upstream
-	u.Path = strings.TrimSuffix(u.Path, "/") + rsv.Request.Path
+	u.Path, u.RawPath = upstreamPath(s.Upstream, rsv.Request.Path)
 	req, err := http.NewRequestWithContext(ctx, rsv.Request.Method, u.String(), bytes.NewReader([]byte(rsv.Request.Body)))
 	if err != nil {
 		return 0, nil, err

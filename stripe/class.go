@@ -153,7 +153,18 @@ func oneOf(form *Form, name string, values ...string) bool {
 
 func noInvoiceNow(f *Form) bool { return !truthy(f, "invoice_now") }
 
-func noBalance(f *Form) bool { return !f.Has("balance") && !f.Has("cash_balance") }
+// noBalance also refuses account_balance, the name of balance before API
+// version 2019-10-17, which a client can still choose with Stripe-Version.
+func noBalance(f *Form) bool {
+	return !f.Has("balance") && !f.Has("account_balance") && !f.Has("cash_balance")
+}
+
+// customerUpdateFree is noBalance without source (or its pre-2015 alias
+// card): a new source makes Stripe retry, at once, the latest open invoice
+// of every past_due subscription that bills automatically.
+func customerUpdateFree(f *Form) bool {
+	return noBalance(f) && !f.Has("source") && !f.Has("card")
+}
 
 // invoiceStaysDraft requires auto_advance=false said explicitly: its
 // default has changed between API versions, and a client chooses the
@@ -176,8 +187,17 @@ func subscriptionUpdateFree(f *Form) bool {
 		oneOf(f, "cancel_at_period_end", "true")
 }
 
+// noPayoutChange also refuses payout_schedule, payout_statement_descriptor
+// and debit_negative_balances, the top-level names of settings[payouts]
+// before API version 2019-02-19, which a client can still choose with
+// Stripe-Version.
 func noPayoutChange(f *Form) bool {
-	return !f.Has("external_account") && !f.Has("bank_account") && !present(f, "settings", "payouts")
+	for _, name := range []string{"external_account", "bank_account", "payout_schedule", "payout_statement_descriptor", "debit_negative_balances"} {
+		if f.Has(name) {
+			return false
+		}
+	}
+	return !present(f, "settings", "payouts")
 }
 
 func setupMode(f *Form) bool {

@@ -233,9 +233,11 @@ func idParam(form *Form, name string) (string, error) {
 //     currency are those of the hold's largest value, not the intent's).
 //   - payment_intents.increment_authorization: the amount param (the new
 //     total, required), in the currency of the looked-up intent.
-//   - payment_intents.confirm, payment_intents.capture, charges.capture:
-//     held when something is held (they move at most what the object can);
-//     else what Price says.
+//   - payment_intents.confirm: held when something is held (it moves at
+//     most what the object can); else what Price says.
+//   - payment_intents.capture, charges.capture: held, or the amount_to_capture
+//     (amount) param in the object's looked-up currency when that is worth
+//     more than held (an overcapture); with nothing held, what Price says.
 //
 // Returns the errors Price returns. payment_intents.cancel moves nothing:
 // callers do not price it.
@@ -245,7 +247,7 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 	}
 	if !Raises(op, form) {
 		if held != nil {
-			return *held, nil
+			return p.overcapture(ctx, op, form, account, *held)
 		}
 		if op.Name == "payment_intents.update" {
 			return p.intent(ctx, op, account)
@@ -278,6 +280,45 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 	}
 	if pr.Micros, err = p.Rates.ToMicros(pr.Amount, pr.Currency); err != nil {
 		return Price{}, err
+	}
+	return pr, nil
+}
+
+// overcapture returns held, or a capture's amount when it is worth more
+// than held: an intent authorized with request_overcapture can be captured
+// above its amount, and that capture moves more than the hold. The amount is
+// in the object's currency, looked up, which need not be the hold's (a hold
+// keeps the currency of its largest value).
+func (p *Pricer) overcapture(ctx context.Context, op Operation, form *Form, account string, held Price) (Price, error) {
+	param := ""
+	switch op.Name {
+	case "payment_intents.capture":
+		param = "amount_to_capture"
+	case "charges.capture":
+		param = "amount"
+	}
+	if param == "" || !form.Has(param) {
+		return held, nil
+	}
+	amount, err := amountParam(form, param)
+	if err != nil {
+		return Price{}, err
+	}
+	pr, err := p.lookup(ctx, "capture", op.ID, func(l Lookup) (int64, string, error) {
+		if op.Name == "charges.capture" {
+			return l.Charge(ctx, op.ID, account)
+		}
+		return l.PaymentIntent(ctx, op.ID, account)
+	})
+	if err != nil {
+		return Price{}, err
+	}
+	pr.Amount = amount
+	if pr.Micros, err = p.Rates.ToMicros(pr.Amount, pr.Currency); err != nil {
+		return Price{}, err
+	}
+	if pr.Micros <= held.Micros {
+		return held, nil
 	}
 	return pr, nil
 }

@@ -1,0 +1,122 @@
+package stripe
+
+import (
+	"context"
+	"testing"
+)
+
+// attackBodies asserts each body of method+path classifies as want.
+func attackBodies(t *testing.T, method, path string, want Class, bodies ...string) {
+	t.Helper()
+	op, err := ParseOperation(method, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bodies {
+		f, err := ParseForm(b)
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if got := Classify(op, f); got != want {
+			t.Errorf("%s %s %q: %s, want %s", method, path, b, got, want)
+		}
+	}
+}
+
+// Before API version 2019-10-17 the customer balance was account_balance;
+// a client picks the version with Stripe-Version, which keybrake forwards, so
+// account_balance=-100000 is spendable credit (and a positive one is billed)
+// exactly as balance is.
+func TestAttackCanon_CustomerLegacyAccountBalance(t *testing.T) {
+	attackBodies(t, "POST", "/v1/customers", ClassUnpriced, "account_balance=-100000", "account_balance=5000")
+	attackBodies(t, "POST", "/v1/customers/cus_1", ClassUnpriced, "account_balance=-100000", "account_balance=5000")
+}
+
+// customers.update with source: "for each of the customer's current
+// subscriptions, if the subscription bills automatically and is in the
+// past_due state, then the latest open invoice ... will be retried" (the
+// spec's description of POST /v1/customers/{customer}). That is a charge,
+// now, on a free write. A new customer has no subscriptions, so
+// customers.create with source stays free.
+func TestAttackCanon_CustomerUpdateSourceRetriesInvoices(t *testing.T) {
+	attackBodies(t, "POST", "/v1/customers/cus_1", ClassUnpriced, "source=tok_visa", "source[object]=card&source[exp_month]=12")
+	attackBodies(t, "POST", "/v1/customers", ClassWrite, "source=tok_visa")
+}
+
+// Before API version 2019-02-19 an account's payout settings were top-level
+// parameters of accounts.update: payout_schedule and debit_negative_balances
+// (now settings[payouts][...]). Sent with an old Stripe-Version they
+// schedule payouts or debit the account's bank account, which
+// settings[payouts] is unpriced for.
+func TestAttackCanon_AccountLegacyPayoutParams(t *testing.T) {
+	attackBodies(t, "POST", "/v1/accounts/acct_1", ClassUnpriced,
+		"payout_schedule[interval]=daily", "payout_schedule[delay_days]=2",
+		"debit_negative_balances=true", "payout_statement_descriptor=x")
+}
+
+// A payment intent created with
+// payment_method_options[card][request_overcapture]=if_available can be
+// captured above its authorized amount (amount_to_capture > amount). With a
+// hold on the intent, Target returned the hold as is for a capture, so the
+// capture went upstream without raising it: the key moved more than it
+// held, and more than its caps. A capture above the hold must raise it.
+func TestAttackCanon_OvercaptureAboveHold(t *testing.T) {
+	p := &Pricer{Rates: Rates{"gbp": 1_270_000}, Lookup: fixedLookup{10000, "usd"}}
+	held := Price{Amount: 10000, Currency: "usd"}
+	held.Micros, _ = p.Rates.ToMicros(held.Amount, held.Currency)
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/payment_intents/pi_1/capture", "amount_to_capture=12000"},
+		{"/v1/charges/ch_1/capture", "amount=12000"},
+	} {
+		op, err := ParseOperation("POST", tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := ParseForm(tt.body)
+		got, err := p.Target(t.Context(), op, f, "", &held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Amount < 12000 {
+			t.Errorf("%s %s: target %d %s, below the 12000 captured", op.Name, tt.body, got.Amount, got.Currency)
+		}
+	}
+}
+
+// A hold keeps the currency of its largest value: 1000 usd held on an intent
+// lowered to 780 gbp ($9.91). An overcapture of 1000 gbp ($12.70) is not
+// above the hold's 1000 by amount, but it is by value: it must raise.
+func TestAttackCanon_OvercaptureInIntentCurrency(t *testing.T) {
+	p := &Pricer{Rates: Rates{"gbp": 1_270_000}, Lookup: fixedLookup{780, "gbp"}}
+	held := Price{Amount: 1000, Currency: "usd", Micros: 10_000_000}
+	op, err := ParseOperation("POST", "/v1/payment_intents/pi_1/capture")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := ParseForm("amount_to_capture=1000")
+	got, err := p.Target(t.Context(), op, f, "", &held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Currency != "gbp" || got.Micros != 12_700_000 {
+		t.Fatalf("target %+v, want 1000 gbp at $12.70", got)
+	}
+}
+
+// fixedLookup answers every lookup with one amount and currency.
+type fixedLookup struct {
+	amount   int64
+	currency string
+}
+
+func (l fixedLookup) PaymentIntent(context.Context, string, string) (int64, string, error) {
+	return l.amount, l.currency, nil
+}
+
+func (l fixedLookup) Charge(context.Context, string, string) (int64, string, error) {
+	return l.amount, l.currency, nil
+}
+
+func (l fixedLookup) Refundable(context.Context, string, string, string) (int64, string, error) {
+	return l.amount, l.currency, nil
+}
