@@ -29,8 +29,9 @@ import (
 type HoldService interface {
 	// LockObject takes the lock of the key's object for args.Owner until
 	// args.Until and returns the reservation that holds the object for the
-	// key, or nil when none does. Returns ECONFLICT when another owner holds
-	// a lock that has not expired at args.Now.
+	// key, or nil when none does. The lock is the object's, whichever key
+	// asks: returns ECONFLICT when another owner holds a lock on the same
+	// object, for this key or another, that has not expired at args.Now.
 	LockObject(ctx context.Context, args LockArgs) (*Reservation, error)
 
 	// UnlockObject releases owner's lock of the key's object. A lock that
@@ -57,8 +58,11 @@ type HoldService interface {
 	// LeaseHolds locks, for owner until `until`, up to limit objects whose
 	// hold is held and ended before now (holdUntil), and whose lock is free
 	// or expired at now, and returns their reservations, oldest hold end
-	// first. A limit of 0 means 100.
-	LeaseHolds(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Reservation, error)
+	// first. It also returns held reservations of an object that another
+	// reservation of the key holds (a lost answer resolved after a later
+	// request became the object's hold) last changed before orphanedBefore,
+	// so no held reservation outlives its object. A limit of 0 means 100.
+	LeaseHolds(ctx context.Context, owner string, now, orphanedBefore, until time.Time, limit int) ([]*Reservation, error)
 }
 
 // LockArgs asks for the lock of one object of a key.

@@ -28,7 +28,7 @@ import (
 // It returns how many holds it ended.
 func (s *Server) SweepHolds(ctx context.Context) (int, error) {
 	now := s.Now()
-	rsvs, err := s.Store.LeaseHolds(ctx, s.ID, now, now.Add(s.UpstreamTimeout+lockMargin), 100)
+	rsvs, err := s.Store.LeaseHolds(ctx, s.ID, now, now.Add(-s.HoldTTL), now.Add(s.UpstreamTimeout+lockMargin), 100)
 	if err != nil {
 		return 0, fmt.Errorf("lease holds: %w", err)
 	}

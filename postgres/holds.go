@@ -20,13 +20,30 @@ func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybra
 	if args.KeyID == "" || args.ObjectID == "" || args.Owner == "" {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "A lock needs a key, an object and an owner.")
 	}
+	// The lock is the object's, whichever key asks: a transaction-scoped
+	// advisory lock on the object id serialises the lockers of one object,
+	// so no two keys both see it free.
 	var rsvID string
-	err := s.queryRow(ctx, `INSERT INTO holds AS h (key_id, object_id, reservation_id, hold_until, lock_owner, lock_until)
-		VALUES ($1, $2, '', NULL, $3, $5)
-		ON CONFLICT (key_id, object_id) DO UPDATE SET lock_owner = $3, lock_until = $5
-		WHERE h.lock_owner = '' OR h.lock_owner = $3 OR h.lock_until IS NULL OR h.lock_until <= $4
-		RETURNING h.reservation_id`,
-		args.KeyID, args.ObjectID, args.Owner, ts(args.Now), ts(args.Until)).Scan(&rsvID)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, args.ObjectID); err != nil {
+			return err
+		}
+		var others int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM holds WHERE object_id = $1 AND key_id <> $2
+			AND lock_owner <> '' AND lock_owner <> $3 AND lock_until > $4`,
+			args.ObjectID, args.KeyID, args.Owner, ts(args.Now)).Scan(&others); err != nil {
+			return err
+		}
+		if others > 0 {
+			return pgx.ErrNoRows
+		}
+		return tx.QueryRow(ctx, `INSERT INTO holds AS h (key_id, object_id, reservation_id, hold_until, lock_owner, lock_until)
+			VALUES ($1, $2, '', NULL, $3, $5)
+			ON CONFLICT (key_id, object_id) DO UPDATE SET lock_owner = $3, lock_until = $5
+			WHERE h.lock_owner = '' OR h.lock_owner = $3 OR h.lock_until IS NULL OR h.lock_until <= $4
+			RETURNING h.reservation_id`,
+			args.KeyID, args.ObjectID, args.Owner, ts(args.Now), ts(args.Until)).Scan(&rsvID)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, keybrake.Errorf(keybrake.ECONFLICT, "Object %s is locked by another request.", args.ObjectID)
 	} else if err != nil {
@@ -163,7 +180,7 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 // LeaseHolds locks, for owner until `until`, up to limit objects whose held
 // reservation's hold ended before now. FOR UPDATE SKIP LOCKED lets the
 // sweepers of several replicas lease at once without taking the same hold.
-func (s *Store) LeaseHolds(ctx context.Context, owner string, now, until time.Time, limit int) ([]*keybrake.Reservation, error) {
+func (s *Store) LeaseHolds(ctx context.Context, owner string, now, orphanedBefore, until time.Time, limit int) ([]*keybrake.Reservation, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -180,20 +197,28 @@ func (s *Store) LeaseHolds(ctx context.Context, owner string, now, until time.Ti
 		}
 		return nil
 	}, `WITH picked AS (
-			SELECT h.key_id, h.object_id FROM holds h JOIN reservations r ON r.id = h.reservation_id
-			WHERE h.hold_until IS NOT NULL AND h.hold_until < $2 AND r.state = 'held'
-			  AND (h.lock_until IS NULL OR h.lock_until <= $2)
-			ORDER BY h.hold_until
+			-- A held reservation is due when its link's hold ended, or, not
+			-- linked (an orphan), when it last changed before $5. No
+			-- request of any key may be writing the object.
+			SELECT h.key_id, h.object_id, r.id AS rsv, r.updated_at FROM reservations r
+			JOIN holds h ON h.key_id = r.key_id AND h.object_id = r.object_id
+			WHERE r.state = 'held'
+			  AND ((h.reservation_id = r.id AND h.hold_until IS NOT NULL AND h.hold_until < $2)
+			    OR (h.reservation_id <> r.id AND r.updated_at < $5))
+			  AND NOT EXISTS (SELECT 1 FROM holds o WHERE o.object_id = h.object_id
+			    AND o.lock_owner <> '' AND o.lock_until > $2)
+			ORDER BY r.updated_at
 			LIMIT $4
 			FOR UPDATE OF h SKIP LOCKED
 		), leased AS (
 			UPDATE holds h SET lock_owner = $1, lock_until = $3
 			FROM picked WHERE h.key_id = picked.key_id AND h.object_id = picked.object_id
-			RETURNING h.object_id, h.reservation_id, h.hold_until
+			RETURNING h.object_id
 		)
-		SELECT leased.object_id, `+prefixed("r.", reservationColumns)+` FROM leased
-		JOIN reservations r ON r.id = leased.reservation_id ORDER BY leased.hold_until`,
-		owner, ts(now), ts(until), limit)
+		SELECT picked.object_id, `+prefixed("r.", reservationColumns)+` FROM picked
+		JOIN reservations r ON r.id = picked.rsv
+		WHERE picked.object_id IN (SELECT object_id FROM leased) ORDER BY picked.updated_at`,
+		owner, ts(now), ts(until), limit, ts(orphanedBefore))
 	if err != nil {
 		return nil, s.wrap("lease holds", err)
 	}

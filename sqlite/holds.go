@@ -29,6 +29,9 @@ func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybra
 			args.KeyID, args.ObjectID).Scan(&rsvID, &owner, &lockUntil)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
+			if err := otherKeyLock(ctx, tx, args, now); err != nil {
+				return err
+			}
 			_, err = tx.ExecContext(ctx, `INSERT INTO holds (key_id, object_id, reservation_id, hold_until, lock_owner, lock_until)
 				VALUES (?, ?, '', NULL, ?, ?)`, args.KeyID, args.ObjectID, args.Owner, until.UnixMicro())
 			return wrapKeyErr(err, "lock %s", args.ObjectID)
@@ -38,6 +41,21 @@ func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybra
 		if owner != "" && owner != args.Owner && lockUntil.Valid && lockUntil.Int64 > now.UnixMicro() {
 			return keybrake.Errorf(keybrake.ECONFLICT, "Object %s is locked by another request.", args.ObjectID)
 		}
+		return s.lockRow(ctx, tx, args, now, until, rsvID, &out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lockRow takes the lock of the key's existing holds row unless another
+// key's request holds the object, and reads the linked reservation.
+func (s *Store) lockRow(ctx context.Context, tx *sql.Tx, args keybrake.LockArgs, now, until time.Time, rsvID string, out **keybrake.Reservation) error {
+	{
+		if err := otherKeyLock(ctx, tx, args, now); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE holds SET lock_owner = ?, lock_until = ? WHERE key_id = ? AND object_id = ?`,
 			args.Owner, until.UnixMicro(), args.KeyID, args.ObjectID); err != nil {
 			return wrap(err, "lock %s", args.ObjectID)
@@ -45,16 +63,29 @@ func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybra
 		if rsvID == "" {
 			return nil
 		}
-		out, err = scanReservation(tx.QueryRowContext(ctx, qReservationByID, rsvID))
+		r, err := scanReservation(tx.QueryRowContext(ctx, qReservationByID, rsvID))
 		if errors.Is(err, sql.ErrNoRows) {
-			out, err = nil, nil
+			return nil
 		}
+		*out = r
 		return wrap(err, "lock %s", args.ObjectID)
-	})
-	if err != nil {
-		return nil, err
 	}
-	return out, nil
+}
+
+// otherKeyLock returns ECONFLICT when a request of another key holds an
+// unexpired lock on the object: the lock is the object's, not the key's.
+func otherKeyLock(ctx context.Context, tx *sql.Tx, args keybrake.LockArgs, now time.Time) error {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM holds WHERE object_id = ? AND key_id <> ?
+		AND lock_owner <> '' AND lock_owner <> ? AND lock_until > ?`,
+		args.ObjectID, args.KeyID, args.Owner, now.UnixMicro()).Scan(&n)
+	if err != nil {
+		return wrap(err, "lock %s", args.ObjectID)
+	}
+	if n > 0 {
+		return keybrake.Errorf(keybrake.ECONFLICT, "Object %s is locked by another request.", args.ObjectID)
+	}
+	return nil
 }
 
 // UnlockObject releases owner's lock of the key's object.
@@ -151,18 +182,24 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 
 // LeaseHolds locks, for owner until `until`, up to limit objects whose held
 // reservation's hold ended before now, and returns those reservations.
-func (s *Store) LeaseHolds(ctx context.Context, owner string, now, until time.Time, limit int) ([]*keybrake.Reservation, error) {
+func (s *Store) LeaseHolds(ctx context.Context, owner string, now, orphanedBefore, until time.Time, limit int) ([]*keybrake.Reservation, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	now, until = dbTime(now), dbTime(until)
 	var out []*keybrake.Reservation
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT h.key_id, h.object_id, h.reservation_id FROM holds h
-			JOIN reservations r ON r.id = h.reservation_id
-			WHERE h.hold_until IS NOT NULL AND h.hold_until < ?1 AND r.state = 'held'
-			AND (h.lock_until IS NULL OR h.lock_until <= ?1)
-			ORDER BY h.hold_until LIMIT ?2`, now.UnixMicro(), limit)
+		// A held reservation is due when its link's hold ended, or, not
+		// linked (an orphan), when it last changed before orphanedBefore.
+		// No request of any key may be writing the object.
+		rows, err := tx.QueryContext(ctx, `SELECT h.key_id, h.object_id, r.id FROM reservations r
+			JOIN holds h ON h.key_id = r.key_id AND h.object_id = r.object_id
+			WHERE r.state = 'held'
+			AND ((h.reservation_id = r.id AND h.hold_until IS NOT NULL AND h.hold_until < ?1)
+			  OR (h.reservation_id <> r.id AND r.updated_at < ?3))
+			AND NOT EXISTS (SELECT 1 FROM holds o WHERE o.object_id = h.object_id
+				AND o.lock_owner <> '' AND o.lock_until > ?1)
+			ORDER BY r.updated_at LIMIT ?2`, now.UnixMicro(), limit, dbTime(orphanedBefore).UnixMicro())
 		if err != nil {
 			return wrap(err, "lease holds")
 		}

@@ -94,11 +94,20 @@ func testHolds(t *testing.T, open opener) {
 		if _, err := s.LockObject(ctx, lockArgs("req_3", T0.Add(3*time.Second+time.Minute))); err != nil {
 			t.Fatalf("lock after expiry: %v", err)
 		}
-		// Another key's object of the same id is another lock.
+		// The lock is the object's: another key's request waits too, and
+		// takes it once it is free.
 		MustCreateKey(t, s, NewKey("key_b"))
-		if _, err := s.LockObject(ctx, keybrake.LockArgs{KeyID: "key_b", ObjectID: "pi_1", Owner: "req_4", Now: T0, Until: later}); err != nil {
-			t.Fatalf("other key: %v", err)
+		at := T0.Add(3*time.Second + time.Minute + time.Second)
+		_, err = s.LockObject(ctx, keybrake.LockArgs{KeyID: "key_b", ObjectID: "pi_1", Owner: "req_4", Now: at, Until: at.Add(time.Minute)})
+		wantCode(t, err, keybrake.ECONFLICT)
+		if err := s.UnlockObject(ctx, "key_a", "pi_1", "req_3"); err != nil {
+			t.Fatal(err)
 		}
+		if _, err := s.LockObject(ctx, keybrake.LockArgs{KeyID: "key_b", ObjectID: "pi_1", Owner: "req_4", Now: at, Until: at.Add(time.Minute)}); err != nil {
+			t.Fatalf("other key after unlock: %v", err)
+		}
+		_, err = s.LockObject(ctx, keybrake.LockArgs{KeyID: "key_a", ObjectID: "pi_1", Owner: "req_5", Now: at, Until: at.Add(time.Minute)})
+		wantCode(t, err, keybrake.ECONFLICT)
 	})
 	t.Run("LockReturnsTheHold", func(t *testing.T) {
 		s := open(t)
@@ -211,15 +220,33 @@ func testHolds(t *testing.T, open opener) {
 		done := MustHold(t, s, "key_a", "idem_3", "pi_3", USD(5), T0, T0.Add(time.Hour))
 		MustSettle(t, s, keybrake.SettleArgs{ID: done.ID, State: keybrake.StateSettled, SettledMicros: USD(5), Now: later})
 		now := T0.Add(2 * time.Hour)
-		got, err := s.LeaseHolds(ctx, "sweeper_1", now, now.Add(time.Minute), 10)
+		got, err := s.LeaseHolds(ctx, "sweeper_1", now, T0, now.Add(time.Minute), 10)
 		if err != nil || len(got) != 1 || got[0].ID != old.ID || got[0].ObjectID != "pi_1" {
 			t.Fatalf("LeaseHolds = %v, %v; want only %s on pi_1", ids(got), err, old.ID)
 		}
 		// Leased: its object is locked, for sweepers and requests alike.
-		if got, err := s.LeaseHolds(ctx, "sweeper_2", now, now.Add(time.Minute), 10); err != nil || len(got) != 0 {
+		if got, err := s.LeaseHolds(ctx, "sweeper_2", now, T0, now.Add(time.Minute), 10); err != nil || len(got) != 0 {
 			t.Fatalf("second lease = %v, %v; want none", ids(got), err)
 		}
 		_, err = s.LockObject(ctx, lockArgs("req_1", now))
 		wantCode(t, err, keybrake.ECONFLICT)
+	})
+	t.Run("LeaseOrphanedHold", func(t *testing.T) {
+		// A lost create resolved as held after a later request became the
+		// object's hold: the orphan is swept once it is old enough.
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		linked := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(5), T0, T0.Add(48*time.Hour))
+		orphan := MustReserve(t, s, "key_a", "idem_2", USD(5), T0)
+		orphan = MustSettle(t, s, keybrake.SettleArgs{ID: orphan.ID, State: keybrake.StateHeld, SettledMicros: USD(5), Amount: 500, Currency: "usd", ObjectID: "pi_1", Now: T0})
+		wantCode(t, s.LinkHold(ctx, "key_a", "pi_1", orphan.ID, T0.Add(time.Hour)), keybrake.ECONFLICT)
+		now := T0.Add(2 * time.Hour)
+		if got, err := s.LeaseHolds(ctx, "sweeper_1", now, T0, now.Add(time.Minute), 10); err != nil || len(got) != 0 {
+			t.Fatalf("LeaseHolds before the orphan is old = %v, %v", ids(got), err)
+		}
+		got, err := s.LeaseHolds(ctx, "sweeper_1", now, T0.Add(time.Hour), now.Add(time.Minute), 10)
+		if err != nil || len(got) != 1 || got[0].ID != orphan.ID || got[0].ObjectID != "pi_1" {
+			t.Fatalf("LeaseHolds = %v, %v; want the orphan %s, not the linked %s", ids(got), err, orphan.ID, linked.ID)
+		}
 	})
 }

@@ -31,6 +31,10 @@ CREATE TABLE holds (
 
 CREATE INDEX holds_until ON holds (hold_until) WHERE hold_until IS NOT NULL;
 
+-- Locks are the object's, whichever key takes them: a lock checks the
+-- object's rows of every key.
+CREATE INDEX holds_object ON holds (object_id);
+
 CREATE OR REPLACE FUNCTION keybrake_settle(
 	p_id text, p_state text, p_settled_micros bigint, p_amount bigint, p_currency text,
 	p_object_id text, p_upstream_status integer, p_now timestamptz)

@@ -84,3 +84,7 @@ CREATE TABLE holds (
 ) STRICT, WITHOUT ROWID;
 
 CREATE INDEX holds_until ON holds (hold_until) WHERE hold_until IS NOT NULL;
+
+-- Locks are the object's, whichever key takes them: a lock checks the
+-- object's rows of every key.
+CREATE INDEX holds_object ON holds (object_id);
