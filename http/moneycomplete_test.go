@@ -381,3 +381,58 @@ func doURL(t *testing.T, method, u, body string, lines ...Header) (*http.Respons
 	}
 	return resp, out
 }
+
+// Two replicas sharing one store race raises, confirms, captures and
+// cancels on the same intents: the object lock is in the store, so across
+// replicas too nothing moves past the cap.
+func TestMoneyComplete_RaceAcrossReplicas(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		b := khttp.NewServer()
+		b.Addr, b.Store, b.Upstream, b.UpstreamKey = "127.0.0.1:0", e.Server.Store, e.Server.Upstream, e.Server.UpstreamKey
+		b.AdminToken, b.Now, b.Rates, b.Simulated, b.Logger = adminToken, e.Clock.Now, e.Server.Rates, true, e.Server.Logger
+		if err := b.Open(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		a := newAttacker(t, e, `{"total_usd_cap":20,"allowed_endpoints":["*"]}`)
+		var pis []map[string]any
+		for i := 0; i < 3; i++ {
+			pis = append(pis, a.must(t, 200, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa&capture_method=manual"))
+		}
+		replicas := []string{e.Server.URL(), b.URL()}
+		moves := []struct{ suffix, body string }{
+			{"", "amount=2000"}, {"", "amount=700"}, {"/confirm", ""}, {"/increment_authorization", "amount=900"},
+			{"/capture", ""}, {"/capture", "amount_to_capture=300"}, {"/cancel", ""},
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 60; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m := moves[i%len(moves)]
+				req, err := http.NewRequest("POST", replicas[i%2]+"/v1/payment_intents/"+id(pis[i%3])+m.suffix, strings.NewReader(m.body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("Authorization", "Bearer "+a.secret)
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}()
+		}
+		wg.Wait()
+		for _, pi := range pis {
+			a.browserConfirm(t, pi)
+		}
+		a.wantMoneyComplete(t, 2000)
+		if sp := e.Spend(t, a.keyID); sp.Total > 20*keybrake.MicrosPerUSD {
+			t.Fatalf("counted %s past the $20.00 cap", sp.Total)
+		}
+	})
+}

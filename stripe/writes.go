@@ -328,7 +328,7 @@ var writeRules = concat(
 		free("terminal.readers.create", "registers a reader"),
 		free("terminal.readers.update", "renames a reader"),
 		free("terminal.readers.delete", "removes a reader"),
-		free("terminal.connection_tokens.create", "lets an SDK drive readers; a payment still needs a priced intent"),
+		unpriced("terminal.connection_tokens.create", "a credential: Terminal SDKs can create and process payment intents with it, outside keybrake"),
 		free("terminal.onboarding_links.create", "Tap to Pay onboarding"),
 		free("terminal.readers.cancel_action", "stops the reader"),
 		free("terminal.readers.collect_inputs", "collects form inputs"),
