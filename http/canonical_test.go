@@ -68,7 +68,13 @@ type Header [2]string
 // their case and repeated names stay repeated.
 func (e *Env) DoRaw(tb testing.TB, method, path, body string, lines ...Header) (*http.Response, []byte) {
 	tb.Helper()
-	req, err := http.NewRequest(method, e.Server.URL()+path, strings.NewReader(body))
+	return doURL(tb, method, e.Server.URL()+path, body, lines...)
+}
+
+// doURL sends a request to any URL with the header lines as written.
+func doURL(tb testing.TB, method, u, body string, lines ...Header) (*http.Response, []byte) {
+	tb.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
 	}
