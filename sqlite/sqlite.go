@@ -53,6 +53,8 @@ type Store struct {
 	path string // the database file, naming the watchers of its keys
 
 	batch *batcher // group commit of Reserve and Settle
+
+	checkpoints *checkpointer // WAL checkpoints off the writer
 }
 
 var _ keybrake.Store = (*Store)(nil)
@@ -100,11 +102,10 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", busyTimeout.Milliseconds())
 	s := &Store{Now: time.Now, path: path}
 
-	// The writer checkpoints the WAL every 10000 pages (about 40 MB) rather
-	// than SQLite's 1000: hot pages written by many commits are copied back
-	// once, and the checkpoint's fsyncs come ten times less often.
+	// The writer never checkpoints: the checkpointer does, on a connection
+	// of its own (checkpoint.go), so no commit waits for one.
 	var err error
-	if s.writer, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=wal_autocheckpoint(10000)&_pragma=cache_size(-32000)&_txlock=immediate"); err != nil {
+	if s.writer, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-32000)&_txlock=immediate"); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s.writer.SetMaxOpenConns(1)
@@ -129,6 +130,10 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	s.reader.SetMaxIdleConns(8)
 	s.reader.SetConnMaxIdleTime(0)
 	if err := s.prepare(context.Background()); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if s.checkpoints, err = startCheckpointer(path, pragmas+"&_pragma=wal_autocheckpoint(0)"); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -188,6 +193,9 @@ func (s *Store) Close() error {
 		s.batch.close()
 	}
 	var errs []error
+	if s.checkpoints != nil {
+		errs = append(errs, s.checkpoints.close())
+	}
 	for _, m := range []map[string]*sql.Stmt{s.wstmts, s.rstmts} {
 		for _, st := range m {
 			errs = append(errs, st.Close())

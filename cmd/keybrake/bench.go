@@ -295,12 +295,19 @@ func (b *bench) latency(t target, o op, n int) ([]time.Duration, error) {
 	return d, nil
 }
 
+// load is what one throughput phase measured: requests per second and the
+// latency of every request, sorted.
+type load struct {
+	rate float64
+	lat  []time.Duration
+}
+
 // throughput runs clients concurrent loops for the duration and returns
-// requests per second.
-func (b *bench) throughput(t target, o op, clients int, dur time.Duration) (float64, error) {
-	var count atomic.Int64
+// the rate and every request's latency.
+func (b *bench) throughput(t target, o op, clients int, dur time.Duration) (load, error) {
 	var firstErr atomic.Value
 	deadline := time.Now().Add(dur)
+	lats := make([][]time.Duration, clients)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for c := 0; c < clients; c++ {
@@ -309,19 +316,25 @@ func (b *bench) throughput(t target, o op, clients int, dur time.Duration) (floa
 			defer wg.Done()
 			for i := int64(0); time.Now().Before(deadline); i++ {
 				req := o(t.bases[(c+int(i))%len(t.bases)], t.key, i)
+				t0 := time.Now()
 				if err := b.send(req); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
-				count.Add(1)
+				lats[c] = append(lats[c], time.Since(t0))
 			}
 		}(c)
 	}
 	wg.Wait()
 	if err, _ := firstErr.Load().(error); err != nil {
-		return 0, err
+		return load{}, err
 	}
-	return float64(count.Load()) / time.Since(start).Seconds(), nil
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	return load{rate: float64(len(all)) / time.Since(start).Seconds(), lat: all}, nil
 }
 
 // BenchResult is the output of `keybrake bench`.
@@ -359,6 +372,12 @@ type ThroughputRow struct {
 	Ratio     float64 `json:"ratio"`
 	// Bare is the throughput through a bare httputil.ReverseProxy.
 	Bare float64 `json:"bare_proxy_per_s"`
+	// Latency under this load, in microseconds: direct and through keybrake.
+	DirectP50 float64 `json:"direct_p50_us"`
+	DirectP99 float64 `json:"direct_p99_us"`
+	ProxyP50  float64 `json:"proxy_p50_us"`
+	ProxyP99  float64 `json:"proxy_p99_us"`
+	ProxyMax  float64 `json:"proxy_max_us"`
 }
 
 func pct(d []time.Duration, p float64) float64 {
@@ -438,9 +457,12 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, erro
 				return nil, err
 			}
 			if m.name == "capped charge" {
-				charges += int64(pr*b.cfg.Duration.Seconds() + 0.5)
+				charges += int64(len(pr.lat))
 			}
-			res.Throughput = append(res.Throughput, ThroughputRow{Operation: m.name, Clients: n, Direct: dr, Proxy: pr, Ratio: pr / dr, Bare: br})
+			res.Throughput = append(res.Throughput, ThroughputRow{Operation: m.name, Clients: n,
+				Direct: dr.rate, Proxy: pr.rate, Ratio: pr.rate / dr.rate, Bare: br.rate,
+				DirectP50: pct(dr.lat, 0.5), DirectP99: pct(dr.lat, 0.99),
+				ProxyP50: pct(pr.lat, 0.5), ProxyP99: pct(pr.lat, 0.99), ProxyMax: pct(pr.lat, 1)})
 		}
 	}
 	// Zero overspend: the store's settled spend equals the charges the
@@ -553,9 +575,10 @@ func (r *BenchResult) print(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "throughput (req/s)\tclients\tdirect\tproxy\tproxy/direct\tbare proxy\tbare/direct\t")
+	fmt.Fprintln(tw, "throughput (req/s)\tclients\tdirect\tproxy\tproxy/direct\tbare proxy\tbare/direct\tdirect p99 µs\tproxy p50 µs\tproxy p99 µs\tproxy max µs\t")
 	for _, t := range r.Throughput {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%.0f\t%.2f\t\n", t.Operation, t.Clients, t.Direct, t.Proxy, t.Ratio, t.Bare, t.Bare/t.Direct)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", t.Operation, t.Clients, t.Direct, t.Proxy, t.Ratio, t.Bare, t.Bare/t.Direct,
+			t.DirectP99, t.ProxyP50, t.ProxyP99, t.ProxyMax)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nbare proxy: httputil.ReverseProxy with no logic in front of the simulator, the floor of any Go proxy on this machine")

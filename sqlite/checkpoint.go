@@ -1,0 +1,75 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"time"
+)
+
+// checkpointInterval is how often the background checkpointer copies the
+// write-ahead log back into the database file.
+const checkpointInterval = time.Second
+
+// checkpointer runs WAL checkpoints on a connection of its own, so they never
+// run inline on the writer. SQLite's automatic checkpoint (wal_autocheckpoint)
+// runs inside the commit that crosses the threshold, on the only writer: that
+// commit, and every write queued behind it, waits for the copy and the fsync
+// of the database file, stalls that grow with the database. Here the writer
+// has wal_autocheckpoint off, and a PASSIVE checkpoint every
+// checkpointInterval copies what no reader still needs while writers go on;
+// once a checkpoint has copied the whole log, the next write starts it over
+// from the beginning, so the log stays bounded.
+type checkpointer struct {
+	db   *sql.DB
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startCheckpointer opens the checkpointer's connection on path and starts
+// it.
+func startCheckpointer(path, pragmas string) (*checkpointer, error) {
+	db, err := sql.Open("sqlite", path+"?"+pragmas)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(0)
+	c := &checkpointer{db: db, stop: make(chan struct{}), done: make(chan struct{})}
+	go c.loop()
+	return c, nil
+}
+
+func (c *checkpointer) loop() {
+	defer close(c.done)
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			c.checkpoint()
+		}
+	}
+}
+
+// checkpoint runs one PASSIVE checkpoint. A failure (a busy database) is
+// logged at debug level: the next tick tries again.
+func (c *checkpointer) checkpoint() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var busy, logFrames, copied int
+	if err := c.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logFrames, &copied); err != nil {
+		slog.Debug("sqlite checkpoint failed; will retry", "err", err)
+	}
+}
+
+// close stops the checkpointer and runs a last checkpoint.
+func (c *checkpointer) close() error {
+	close(c.stop)
+	<-c.done
+	c.checkpoint()
+	return c.db.Close()
+}
