@@ -32,7 +32,19 @@ type Event struct {
 	RequestID      string    `json:"request_id"`
 	IdempotencyKey string    `json:"idempotency_key"`
 	ReservationID  string    `json:"reservation_id"`
+	// Via names the interface the request came through: ViaMCP for a tool
+	// call on /mcp, "" for the REST proxy.
+	Via string `json:"via,omitempty"`
+	// MCPSession is the Mcp-Session-Id of the MCP session that made the
+	// call, "" outside MCP.
+	MCPSession string `json:"mcp_session_id,omitempty"`
+	// MCPClient is the client name (and version) the MCP session gave in
+	// its initialize request, "" outside MCP.
+	MCPClient string `json:"mcp_client,omitempty"`
 }
+
+// ViaMCP marks an event of a tool call made through keybrake's MCP server.
+const ViaMCP = "mcp"
 
 // EventFilter selects a page of a key's events, newest first.
 type EventFilter struct {

@@ -592,6 +592,9 @@ func (p *proxy) audit(r *http.Request, c *call, decision, reason string, status 
 		RequestID:      c.requestID,
 		IdempotencyKey: c.idemKey,
 	}
+	if o, ok := originOf(r.Context()); ok {
+		e.Via, e.MCPSession, e.MCPClient = keybrake.ViaMCP, o.session, o.client
+	}
 	if c.priced {
 		e.Amount, e.Currency, e.Micros = c.price.Amount, c.price.Currency, c.price.Micros
 	}

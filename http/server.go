@@ -1,6 +1,7 @@
 // Package http serves keybrake over HTTP: the spend-cap proxy in front of the
-// Stripe API (/stripe/v1/… and /v1/…), the admin API (/vault/keys…) and the
-// Prometheus metrics (/metrics).
+// Stripe API (/stripe/v1/… and /v1/…), the same Stripe calls as MCP tools
+// for agents (/mcp), the admin API (/vault/keys…) and the Prometheus
+// metrics (/metrics).
 package http
 
 import (
@@ -76,6 +77,7 @@ type Server struct {
 	ln        net.Listener
 	server    *http.Server
 	proxy     *proxy
+	mcp       *mcpServer
 	stop      chan struct{}
 	stopOnce  sync.Once
 	wg        sync.WaitGroup
@@ -163,10 +165,14 @@ func (s *Server) init() error {
 	s.stop = make(chan struct{})
 	s.metrics = newMetrics()
 	s.audit = newAuditLog(s.Store, s.logger())
-	if err := s.watchKeys(); err != nil {
+	var err error
+	if err = s.watchKeys(); err != nil {
 		return fmt.Errorf("watch keys: %w", err)
 	}
 	s.proxy = newProxy(s)
+	if s.mcp, err = newMCPServer(s); err != nil {
+		return fmt.Errorf("mcp: %w", err)
+	}
 	return nil
 }
 
@@ -214,6 +220,9 @@ func (s *Server) Close() error {
 	if s.stopWatch != nil {
 		s.stopWatch()
 	}
+	if s.mcp != nil {
+		s.mcp.close()
+	}
 	return err
 }
 
@@ -238,6 +247,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.proxy.serve(w, r, strings.TrimPrefix(raw, "/stripe"))
 	case strings.HasPrefix(raw, "/v1/"):
 		s.proxy.serve(w, r, raw)
+	case raw == "/mcp":
+		s.mcp.ServeHTTP(w, r)
 	case raw == "/metrics":
 		s.metrics.handler().ServeHTTP(w, r)
 	case raw == "/healthz":

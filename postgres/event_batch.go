@@ -22,6 +22,7 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 		keyIDs, ops, methods, paths, currencies   = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		decisions, reasons, objectIDs, requestIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		idemKeys, rsvIDs                          = make([]string, n), make([]string, n)
+		vias, mcpSessions, mcpClients             = make([]string, n), make([]string, n), make([]string, n)
 		times                                     = make([]time.Time, n)
 		amounts, micros                           = make([]int64, n), make([]int64, n)
 		statuses                                  = make([]int32, n)
@@ -35,22 +36,28 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 		amounts[i], currencies[i], micros[i] = e.Amount, e.Currency, int64(e.Micros)
 		decisions[i], reasons[i], statuses[i], objectIDs[i] = e.Decision, e.Reason, int32(e.UpstreamStatus), e.ObjectID
 		requestIDs[i], idemKeys[i], rsvIDs[i] = e.RequestID, e.IdempotencyKey, e.ReservationID
+		vias[i], mcpSessions[i], mcpClients[i] = e.Via, e.MCPSession, e.MCPClient
 	}
 	// Rows are inserted in ordinality order, so the identity column numbers
 	// them in that order: the returned IDs, sorted, belong to the events in
 	// order, whatever order RETURNING lists them in.
 	rows, err := s.pool.Query(ctx, `INSERT INTO events (key_id, time, operation, method, path, amount, currency, micros,
-		decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id)
+		decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id,
+		via, mcp_session, mcp_client)
 		SELECT key_id, time, operation, method, path, amount, currency, micros,
-		       decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id
+		       decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id,
+		       via, mcp_session, mcp_client
 		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bigint[],
-		            $9::text[], $10::text[], $11::integer[], $12::text[], $13::text[], $14::text[], $15::text[])
+		            $9::text[], $10::text[], $11::integer[], $12::text[], $13::text[], $14::text[], $15::text[],
+		            $16::text[], $17::text[], $18::text[])
 		     WITH ORDINALITY AS e(key_id, time, operation, method, path, amount, currency, micros,
-		                          decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id, ord)
+		                          decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id,
+		                          via, mcp_session, mcp_client, ord)
 		ORDER BY ord
 		RETURNING id`,
 		keyIDs, times, ops, methods, paths, amounts, currencies, micros,
-		decisions, reasons, statuses, objectIDs, requestIDs, idemKeys, rsvIDs)
+		decisions, reasons, statuses, objectIDs, requestIDs, idemKeys, rsvIDs,
+		vias, mcpSessions, mcpClients)
 	if err != nil {
 		return s.wrap("add events", err)
 	}

@@ -7,11 +7,12 @@ import (
 )
 
 const eventColumns = `id, key_id, time, operation, method, path, amount, currency, micros, decision,
-	reason, upstream_status, object_id, request_id, idempotency_key, reservation_id`
+	reason, upstream_status, object_id, request_id, idempotency_key, reservation_id, via, mcp_session, mcp_client`
 
 const qInsertEvent = `INSERT INTO events (key_id, time, operation, method, path, amount, currency,
-	micros, decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	micros, decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id,
+	via, mcp_session, mcp_client)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 
 // AddEvent appends e to the audit log and sets e.ID. IDs only grow.
 func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
@@ -49,7 +50,8 @@ func (s *Store) FindEvents(ctx context.Context, f keybrake.EventFilter) ([]*keyb
 			t int64
 		)
 		if err := rows.Scan(&e.ID, &e.KeyID, &t, &e.Operation, &e.Method, &e.Path, &e.Amount, &e.Currency, &e.Micros,
-			&e.Decision, &e.Reason, &e.UpstreamStatus, &e.ObjectID, &e.RequestID, &e.IdempotencyKey, &e.ReservationID); err != nil {
+			&e.Decision, &e.Reason, &e.UpstreamStatus, &e.ObjectID, &e.RequestID, &e.IdempotencyKey, &e.ReservationID,
+			&e.Via, &e.MCPSession, &e.MCPClient); err != nil {
 			return nil, false, wrap(err, "find events")
 		}
 		e.Time = fromMicros(t)

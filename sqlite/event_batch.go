@@ -17,6 +17,7 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 			if err := st.QueryRow(
 				e.KeyID, e.Time.UnixMicro(), e.Operation, e.Method, e.Path, e.Amount, e.Currency,
 				int64(e.Micros), e.Decision, e.Reason, e.UpstreamStatus, e.ObjectID, e.RequestID, e.IdempotencyKey, e.ReservationID,
+				e.Via, e.MCPSession, e.MCPClient,
 			).Scan(&ids[i]); err != nil {
 				return wrap(err, "add event for key %s", e.KeyID)
 			}

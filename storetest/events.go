@@ -87,6 +87,26 @@ func testEvents(t *testing.T, open opener) {
 				t.Fatalf("event mismatch:\n got %+v\nwant %+v", g, w)
 			}
 		})
+		t.Run("MCP", func(t *testing.T) {
+			// A tool call through the MCP server is audited with its
+			// session and client; a REST request keeps them empty.
+			s := open(t)
+			MustCreateKey(t, s, NewKey("key_a"))
+			rest := MustAddEvent(t, s, NewEvent("key_a", T0, 1))
+			want := NewEvent("key_a", T0.Add(time.Second), 2)
+			want.Via, want.MCPSession, want.MCPClient = keybrake.ViaMCP, "mcps_Q2x5", "claude-code 2.1.0 \"quoted\" é"
+			MustAddEvent(t, s, want)
+			es, _, err := s.FindEvents(ctx, keybrake.EventFilter{KeyID: "key_a"})
+			if err != nil || len(es) != 2 {
+				t.Fatalf("FindEvents = %d events, %v", len(es), err)
+			}
+			if g := es[0]; g.ID != want.ID || g.Via != keybrake.ViaMCP || g.MCPSession != want.MCPSession || g.MCPClient != want.MCPClient {
+				t.Fatalf("MCP event = %+v, want via=mcp session=%q client=%q", g, want.MCPSession, want.MCPClient)
+			}
+			if g := es[1]; g.ID != rest.ID || g.Via != "" || g.MCPSession != "" || g.MCPClient != "" {
+				t.Fatalf("REST event = %+v, want no MCP fields", g)
+			}
+		})
 		t.Run("UnknownKey", func(t *testing.T) {
 			// A refused request with an unknown vault key is still audited.
 			s := open(t)

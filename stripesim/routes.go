@@ -19,6 +19,9 @@ func route(method, path string) (handler, string, bool) {
 		}
 	}
 	get, post := method == http.MethodGet, method == http.MethodPost
+	if h, ok := agentListRoute(method, parts); ok {
+		return h, "", true
+	}
 	if h, ok := invoiceRoute(method, parts); ok {
 		if len(parts) == 1 {
 			return h, "", true

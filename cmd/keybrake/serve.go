@@ -81,8 +81,9 @@ func NewServeMain(env Env) *ServeMain {
 // ParseFlags reads the environment, then the flags, which win.
 func (m *ServeMain) ParseFlags(args []string) error {
 	c, env := &m.Config, m.Env
-	fs := flagSet("serve", `Runs the spend-cap proxy (/stripe/v1/…), the admin API (/vault/keys) and
-/metrics. With no Stripe secret configured, it runs the built-in Stripe
+	fs := flagSet("serve", `Runs the spend-cap proxy (/stripe/v1/…), the same Stripe calls as MCP tools
+for agents (/mcp, Streamable HTTP, the vault key as bearer token), the admin
+API (/vault/keys) and /metrics. With no Stripe secret configured, it runs the built-in Stripe
 simulator in-process as its upstream and says so in its log and in the
 Keybrake-Upstream: simulator response header.
 

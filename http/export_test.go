@@ -1,0 +1,44 @@
+package http
+
+import (
+	"encoding/json"
+	"net/url"
+
+	"github.com/keybrake/keybrake/stripe"
+)
+
+// MCPToolClass is what the tests need of an MCP tool: its declared class
+// and the Stripe request a call with args stands for.
+type MCPToolClass struct {
+	Name     string
+	Declared stripe.Class
+	Method   string
+	Path     string
+	Body     string
+	Err      error
+}
+
+// MCPToolRequests builds each MCP tool's request from args[name].
+func MCPToolRequests(args map[string]string) []MCPToolClass {
+	var out []MCPToolClass
+	for _, t := range mcpTools {
+		c := MCPToolClass{Name: t.name, Declared: t.class}
+		a, err := t.parseArgs(json.RawMessage(args[t.name]))
+		if err == nil {
+			var f map[string][]string
+			c.Method, c.Path, f, err = t.request(a)
+			c.Body = encode(f)
+		}
+		c.Err = err
+		out = append(out, c)
+	}
+	return out
+}
+
+func encode(f map[string][]string) string {
+	v := make(url.Values, len(f))
+	for k, x := range f {
+		v[k] = x
+	}
+	return v.Encode()
+}
