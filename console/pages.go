@@ -24,19 +24,19 @@ type page struct {
 }
 
 var funcs = template.FuncMap{
-	"usd":     usd,
-	"usdPtr":  usdPtr,
-	"money":   money,
-	"time":    timeTag,
-	"timePtr": timePtrTag,
-	"bar":     bar,
-	"kind":    keybrake.RefusalKind,
-	"join":    strings.Join,
+	"usd":      usd,
+	"usdPtr":   usdPtr,
+	"money":    money,
+	"time":     timeTag,
+	"timePtr":  timePtrTag,
+	"bar":      bar,
+	"kind":     keybrake.RefusalKind,
+	"join":     strings.Join,
 	"statuses": func() []string { return []string{"active", "expired", "revoked"} },
-	"caps":    func() []formField { return capFields },
-	"lists":   func() []formField { return listFields },
-	"field":   func(f keyForm, name string) string { return f.value(name) },
-	"row":     func(f feed, e *keybrake.Event) eventRow { return eventRow{E: e, ShowKey: f.ShowKey} },
+	"caps":     func() []formField { return capFields },
+	"lists":    func() []formField { return listFields },
+	"field":    func(f keyForm, name string) string { return f.value(name) },
+	"row":      func(f feed, e *keybrake.Event) eventRow { return eventRow{E: e, ShowKey: f.ShowKey} },
 }
 
 // parsePages parses each page with the layout and the shared fragments.
