@@ -4,7 +4,7 @@
 "use strict";
 
 (function () {
-  var fmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+  var fmt = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
 
   // localize shows every <time> in the viewer's zone; the title keeps UTC.
   function localize(root) {
