@@ -297,3 +297,43 @@ func TestHeaders(t *testing.T) {
 		}
 	}
 }
+
+func TestHostileLabelEscaped(t *testing.T) {
+	s := MustConsole(t, nil)
+	id, _ := kbtest.VaultKey(t, s.URL(), `{"label":"<script>alert(1)</script><img src=x onerror=alert(2)>"}`)
+	c := newClient(t, s.URL())
+	c.signIn()
+	for _, p := range []string{"/console/keys", "/console/keys/" + id, "/console/events"} {
+		_, body := c.do("GET", p, nil, nil)
+		if strings.Contains(body, "<script>alert") || strings.Contains(body, "<img src=x") {
+			t.Fatalf("%s renders the label as HTML", p)
+		}
+	}
+}
+
+// TestShutdownEndsStreams: a graceful shutdown does not wait for a browser
+// that keeps a live feed open.
+func TestShutdownEndsStreams(t *testing.T) {
+	s := MustConsole(t, nil)
+	c := newClient(t, s.URL())
+	c.signIn()
+	req, _ := http.NewRequest("GET", s.URL()+"/console/stream", nil)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the open stream")
+	}
+}
