@@ -46,11 +46,17 @@ type Event struct {
 // ViaMCP marks an event of a tool call made through keybrake's MCP server.
 const ViaMCP = "mcp"
 
-// EventFilter selects a page of a key's events, newest first.
+// EventFilter selects a page of a key's events, newest first. The zero
+// value of each field selects everything.
 type EventFilter struct {
 	KeyID         string
 	Limit         int   // 0 means the default of 10
 	StartingAfter int64 // the ID of the last event of the previous page
+	NewerThan     int64 // only events with a larger ID: what a live feed has not shown yet
+	Decision      string
+	Operation     string
+	Since         time.Time // only events at or after Since
+	Until         time.Time // only events before Until
 }
 
 // EventService keeps the audit log.

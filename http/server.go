@@ -69,6 +69,10 @@ type Server struct {
 	Logger *slog.Logger
 	// ID names this replica in resolver leases; default random.
 	ID string
+	// Console, when set, serves /console (and / redirects to it): the
+	// operator console (package console). Its Shutdown, if it has one,
+	// runs when the server shuts down, ending its live streams.
+	Console http.Handler
 
 	metrics   *metrics
 	audit     *auditLog
@@ -116,6 +120,9 @@ func (s *Server) Open() error {
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+	}
+	if c, ok := s.Console.(interface{ Shutdown() }); ok {
+		s.server.RegisterOnShutdown(c.Shutdown)
 	}
 	go s.server.Serve(ln)
 	if s.ResolveInterval > 0 {
@@ -255,6 +262,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveHealth(w, r)
 	case raw == "/vault/keys" || strings.HasPrefix(raw, "/vault/keys/"):
 		s.serveAdmin(w, r, raw)
+	case s.Console != nil && (raw == "/console" || strings.HasPrefix(raw, "/console/")):
+		s.Console.ServeHTTP(w, r)
+	case s.Console != nil && raw == "/" && r.Method == http.MethodGet:
+		http.Redirect(w, r, "/console/", http.StatusFound)
 	default:
 		s.writeStripeError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "Unrecognized request URL (%s: %s). keybrake serves the Stripe API under /stripe/v1/ and its admin API under /vault/keys.", r.Method, r.URL.EscapedPath()), nil)
 	}

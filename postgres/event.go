@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/keybrake/keybrake"
@@ -20,15 +21,15 @@ func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
 }
 
 // FindEvents returns a page of the key's events, newest first, and whether
-// more follow. An empty KeyID selects the events of every key.
+// more follow. An empty KeyID selects the events of every key; the
+// filter's other fields narrow the page.
 func (s *Store) FindEvents(ctx context.Context, f keybrake.EventFilter) ([]*keybrake.Event, bool, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = defaultEventLimit
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE ($1 = '' OR key_id = $1) AND ($2 = 0 OR id < $2)
-		ORDER BY id DESC LIMIT $3`, f.KeyID, f.StartingAfter, limit+1)
+	q, args := eventQuery(f, limit)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, false, s.wrap("find events", err)
 	}
@@ -59,4 +60,31 @@ func collectEvents(rows pgx.Rows) ([]*keybrake.Event, error) {
 		events = append(events, &e)
 	}
 	return events, rows.Err()
+}
+
+// eventQuery builds FindEvents' statement with only the conditions the
+// filter sets, so the common page (one key, newest first) keeps its plan.
+func eventQuery(f keybrake.EventFilter, limit int) (string, []any) {
+	q := `SELECT ` + eventColumns + ` FROM events WHERE true`
+	var args []any
+	for _, c := range []struct {
+		cond string
+		set  bool
+		arg  any
+	}{
+		{` AND id < $%d`, f.StartingAfter > 0, f.StartingAfter},
+		{` AND id > $%d`, f.NewerThan > 0, f.NewerThan},
+		{` AND key_id = $%d`, f.KeyID != "", f.KeyID},
+		{` AND decision = $%d`, f.Decision != "", f.Decision},
+		{` AND operation = $%d`, f.Operation != "", f.Operation},
+		{` AND time >= $%d`, !f.Since.IsZero(), f.Since},
+		{` AND time < $%d`, !f.Until.IsZero(), f.Until},
+	} {
+		if c.set {
+			args = append(args, c.arg)
+			q += fmt.Sprintf(c.cond, len(args))
+		}
+	}
+	args = append(args, limit+1)
+	return q + fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args
 }

@@ -20,7 +20,8 @@ func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
 }
 
 // FindEvents returns a page of a key's events, newest first, and whether
-// more follow. An empty KeyID pages through every key's events.
+// more follow. An empty KeyID pages through every key's events; the
+// filter's other fields narrow the page.
 func (s *Store) FindEvents(ctx context.Context, f keybrake.EventFilter) ([]*keybrake.Event, bool, error) {
 	limit := f.Limit
 	if limit < 0 {
@@ -28,16 +29,8 @@ func (s *Store) FindEvents(ctx context.Context, f keybrake.EventFilter) ([]*keyb
 	} else if limit == 0 {
 		limit = 10
 	}
-	before := f.StartingAfter
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
-	q := `SELECT ` + eventColumns + ` FROM events WHERE id < ?1`
-	if f.KeyID != "" {
-		q += ` AND key_id = ?2`
-	}
-	q += ` ORDER BY id DESC LIMIT ?3`
-	rows, err := s.reader.QueryContext(ctx, q, before, f.KeyID, limit+1)
+	q, args := eventQuery(f, limit)
+	rows, err := s.reader.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, false, wrap(err, "find events")
 	}
@@ -64,4 +57,33 @@ func (s *Store) FindEvents(ctx context.Context, f keybrake.EventFilter) ([]*keyb
 		return es[:limit], true, nil
 	}
 	return es, false, nil
+}
+
+// eventQuery builds FindEvents' statement: only the conditions the filter
+// sets, so the common page (one key, newest first) keeps its plain plan on
+// events_key_id.
+func eventQuery(f keybrake.EventFilter, limit int) (string, []any) {
+	before := f.StartingAfter
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	q := `SELECT ` + eventColumns + ` FROM events WHERE id < ? AND id > ?`
+	args := []any{before, f.NewerThan}
+	for _, c := range []struct {
+		cond string
+		set  bool
+		arg  any
+	}{
+		{` AND key_id = ?`, f.KeyID != "", f.KeyID},
+		{` AND decision = ?`, f.Decision != "", f.Decision},
+		{` AND operation = ?`, f.Operation != "", f.Operation},
+		{` AND time >= ?`, !f.Since.IsZero(), f.Since.UnixMicro()},
+		{` AND time < ?`, !f.Until.IsZero(), f.Until.UnixMicro()},
+	} {
+		if c.set {
+			q += c.cond
+			args = append(args, c.arg)
+		}
+	}
+	return q + ` ORDER BY id DESC LIMIT ?`, append(args, limit+1)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/console"
 	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/postgres"
 	"github.com/keybrake/keybrake/sqlite"
@@ -83,7 +84,8 @@ func (m *ServeMain) ParseFlags(args []string) error {
 	c, env := &m.Config, m.Env
 	fs := flagSet("serve", `Runs the spend-cap proxy (/stripe/v1/…), the same Stripe calls as MCP tools
 for agents (/mcp, Streamable HTTP, the vault key as bearer token), the admin
-API (/vault/keys) and /metrics. With no Stripe secret configured, it runs the built-in Stripe
+API (/vault/keys), the operator console (/console/, sign in with the admin
+token) and /metrics. With no Stripe secret configured, it runs the built-in Stripe
 simulator in-process as its upstream and says so in its log and in the
 Keybrake-Upstream: simulator response header.
 
@@ -220,11 +222,14 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		s.AdminToken = "kbadm_" + randomHex(24)
 		fmt.Fprintf(m.Env.Stderr, "KEYBRAKE_ADMIN_TOKEN is not set; the admin token for this run is:\n\n    %s\n\n", s.AdminToken)
 	}
+	s.Console = &console.Console{Store: m.Store, Admin: s, AdminToken: s.AdminToken, Now: s.Now,
+		FlushAudit: s.FlushAudit, Logger: m.logger.With("component", "console")}
 	m.HTTP = s
 	if err := s.Open(); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
-	m.logger.Info("keybrake serving", "url", s.URL(), "proxy", s.URL()+"/stripe", "admin", s.URL()+"/vault/keys", "store", storeKind(m.Config.DB), "upstream", s.Upstream.Redacted())
+	fmt.Fprintf(m.Env.Stderr, "Console: %s/console/ (sign in with the admin token)\n", s.URL())
+	m.logger.Info("keybrake serving", "url", s.URL(), "proxy", s.URL()+"/stripe", "admin", s.URL()+"/vault/keys", "console", s.URL()+"/console/", "store", storeKind(m.Config.DB), "upstream", s.Upstream.Redacted())
 	return nil
 }
 

@@ -1,0 +1,159 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// cookieName is the session cookie. The __Host- prefix would pin it to
+// Secure, which plain-HTTP loopback use cannot set; Path limits it to the
+// console.
+const cookieName = "keybrake_console"
+
+// session is a signed-in operator. The cookie holds a random token; the
+// server keeps only its SHA-256, so a dump of memory or logs cannot be
+// replayed as a cookie.
+type session struct {
+	csrf    string // sent in every form, checked on every state change
+	expires time.Time
+}
+
+type sessionKey struct{}
+
+// sessions are the live sessions, by the hash of their token.
+type sessions struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]*session
+}
+
+func newSessions(now func() time.Time) *sessions {
+	return &sessions{now: now, m: map[string]*session{}}
+}
+
+// start creates a session and returns its token, for the cookie.
+func (s *sessions) start(ttl time.Duration) (string, *session) {
+	token := randomHex(32)
+	sess := &session{csrf: randomHex(32), expires: s.now().Add(ttl)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for h, old := range s.m { // sessions are few; sweep the expired on each sign-in
+		if !now.Before(old.expires) {
+			delete(s.m, h)
+		}
+	}
+	s.m[hashToken(token)] = sess
+	return token, sess
+}
+
+// find returns the request's live session, or nil.
+func (s *sessions) find(r *http.Request) *session {
+	ck, err := r.Cookie(cookieName)
+	if err != nil || len(ck.Value) != 64 {
+		return nil
+	}
+	h := hashToken(ck.Value)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.m[h]
+	if sess == nil {
+		return nil
+	}
+	if !s.now().Before(sess.expires) {
+		delete(s.m, h)
+		return nil
+	}
+	return sess
+}
+
+// end forgets the request's session.
+func (s *sessions) end(r *http.Request) {
+	if ck, err := r.Cookie(cookieName); err == nil {
+		s.mu.Lock()
+		delete(s.m, hashToken(ck.Value))
+		s.mu.Unlock()
+	}
+}
+
+func hashToken(t string) string {
+	sum := sha256.Sum256([]byte(t))
+	return hex.EncodeToString(sum[:])
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b)
+}
+
+// sessionCookie is the cookie carrying token, or clearing it when maxAge
+// is negative.
+func sessionCookie(r *http.Request, token string, maxAge int) *http.Cookie {
+	return &http.Cookie{
+		Name:     cookieName,
+		Value:    token,
+		Path:     "/console",
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		Secure:   r.TLS != nil,
+		SameSite: http.SameSiteStrictMode,
+	}
+}
+
+// checkSameOrigin refuses a state change sent from another origin. Browsers
+// send Origin on every POST; a request with neither Origin nor Referer is
+// refused too, since the console is only driven by browsers and tests that
+// act like them.
+func checkSameOrigin(r *http.Request) error {
+	want := "http://" + r.Host
+	if r.TLS != nil {
+		want = "https://" + r.Host
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		if o != want {
+			return errors.New("the request came from another origin")
+		}
+		return nil
+	}
+	if ref, err := url.Parse(r.Referer()); err == nil && ref.Host != "" {
+		if ref.Scheme+"://"+ref.Host != want {
+			return errors.New("the request came from another origin")
+		}
+		return nil
+	}
+	return errors.New("the request carries no Origin")
+}
+
+// checkCSRF checks a state change's origin and CSRF token.
+func checkCSRF(r *http.Request, sess *session) error {
+	if err := checkSameOrigin(r); err != nil {
+		return err
+	}
+	token := r.Header.Get("X-CSRF-Token")
+	if token == "" {
+		r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
+		token = r.PostFormValue("csrf")
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(sess.csrf)) != 1 {
+		return errors.New("missing or wrong CSRF token; reload the page and try again")
+	}
+	return nil
+}
+
+// maxFormBytes bounds a console form.
+const maxFormBytes = 64 << 10
+
+// tokenMatches compares the typed token with the admin token in constant
+// time (over their hashes, so the length does not leak either).
+func (c *Console) tokenMatches(token string) bool {
+	a, b := sha256.Sum256([]byte(token)), sha256.Sum256([]byte(c.AdminToken))
+	return token != "" && subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
