@@ -32,6 +32,13 @@ type Event struct {
 	RequestID      string    `json:"request_id"`
 	IdempotencyKey string    `json:"idempotency_key"`
 	ReservationID  string    `json:"reservation_id"`
+
+	// Seq, PrevHash and Hash chain the key's events (audit.go): the store
+	// sets them when it inserts the event. Seq 0 marks an event written
+	// before the chain existed.
+	Seq      int64  `json:"seq"`
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
 }
 
 // EventFilter selects a page of a key's events, newest first.
@@ -45,8 +52,9 @@ type EventFilter struct {
 type EventService interface {
 	// AddEvent appends e, setting its ID.
 	AddEvent(ctx context.Context, e *Event) error
-	// AddEvents appends events in one write, setting their IDs in order;
-	// if it fails, none was added.
+	// AddEvents appends events in one write, setting their IDs in order
+	// and chaining each to its key's previous event (Seq, PrevHash, Hash),
+	// in the transaction that inserts them; if it fails, none was added.
 	AddEvents(ctx context.Context, events []*Event) error
 	// FindEvents returns a page of events and whether more follow.
 	FindEvents(ctx context.Context, f EventFilter) ([]*Event, bool, error)

@@ -2,16 +2,18 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/keybrake/keybrake"
 )
 
 const eventColumns = `id, key_id, time, operation, method, path, amount, currency, micros, decision,
-	reason, upstream_status, object_id, request_id, idempotency_key, reservation_id`
+	reason, upstream_status, object_id, request_id, idempotency_key, reservation_id, seq, prev_hash, hash`
 
 const qInsertEvent = `INSERT INTO events (key_id, time, operation, method, path, amount, currency,
-	micros, decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	micros, decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id,
+	seq, prev_hash, hash)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 
 // AddEvent appends e to the audit log and sets e.ID. IDs only grow.
 func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
@@ -40,8 +42,19 @@ func (s *Store) FindEvents(ctx context.Context, f keybrake.EventFilter) ([]*keyb
 	if err != nil {
 		return nil, false, wrap(err, "find events")
 	}
-	defer rows.Close()
+	es, err := scanEvents(rows)
+	if err != nil {
+		return nil, false, wrap(err, "find events")
+	}
+	if len(es) > limit {
+		return es[:limit], true, nil
+	}
+	return es, false, nil
+}
 
+// scanEvents reads rows of eventColumns and closes them.
+func scanEvents(rows *sql.Rows) ([]*keybrake.Event, error) {
+	defer rows.Close()
 	var es []*keybrake.Event
 	for rows.Next() {
 		var (
@@ -49,17 +62,12 @@ func (s *Store) FindEvents(ctx context.Context, f keybrake.EventFilter) ([]*keyb
 			t int64
 		)
 		if err := rows.Scan(&e.ID, &e.KeyID, &t, &e.Operation, &e.Method, &e.Path, &e.Amount, &e.Currency, &e.Micros,
-			&e.Decision, &e.Reason, &e.UpstreamStatus, &e.ObjectID, &e.RequestID, &e.IdempotencyKey, &e.ReservationID); err != nil {
-			return nil, false, wrap(err, "find events")
+			&e.Decision, &e.Reason, &e.UpstreamStatus, &e.ObjectID, &e.RequestID, &e.IdempotencyKey, &e.ReservationID,
+			&e.Seq, &e.PrevHash, &e.Hash); err != nil {
+			return nil, err
 		}
 		e.Time = fromMicros(t)
 		es = append(es, &e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, false, wrap(err, "find events")
-	}
-	if len(es) > limit {
-		return es[:limit], true, nil
-	}
-	return es, false, nil
+	return es, rows.Err()
 }
