@@ -11,6 +11,7 @@ const (
 	DecisionDeny    = "deny"    // refused by keybrake, nothing forwarded
 	DecisionReplay  = "replay"  // an Idempotency-Key already reserved; forwarded, not counted
 	DecisionResolve = "resolve" // the resolver settled an uncertain reservation
+	DecisionDrift   = "drift"   // the drift watch found money moved differently upstream (drift/)
 )
 
 // Event is one line of a key's audit log: one per proxied request, plus one
