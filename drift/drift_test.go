@@ -2,13 +2,16 @@ package drift_test
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"strings"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/drift"
+	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/storetest"
 	"github.com/keybrake/keybrake/stripesim"
@@ -141,4 +144,43 @@ func TestReconcile(t *testing.T) {
 			t.Fatalf("audit chain: %+v", rep.Breaks)
 		}
 	})
+}
+
+// TestWatch runs the background watch of keybrake serve: a charge made
+// on the simulator outside keybrake is counted, logged and audited.
+func TestWatch(t *testing.T) {
+	ctx := context.Background()
+	_, simURL := kbtest.Simulator(t, stripesim.Options{})
+	p := kbtest.Proxy(t, simURL, func(s *khttp.Server) { s.Drift = khttp.DriftConfig{Interval: 10 * time.Millisecond} })
+	ch, err := client(simURL, kbtest.UpstreamSecret).V1Charges.Create(ctx, charge(4200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		es, _, err := p.Store.FindEvents(ctx, keybrake.EventFilter{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) > 0 {
+			e := es[0]
+			if e.Decision != keybrake.DecisionDrift || e.ObjectID != ch.ID || e.Operation != "drift.unseen" || e.Amount != 4200 {
+				t.Fatalf("event = %+v, want drift.unseen of %s", e, ch.ID)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no drift event within 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling with a deadline, not synchronisation
+	}
+	resp, err := http.Get(p.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `keybrake_drift_total{kind="unseen",object="charges"} 1`) {
+		t.Fatalf("metrics lack the drift count:\n%s", body)
+	}
 }

@@ -68,6 +68,9 @@ type Server struct {
 	Logger *slog.Logger
 	// ID names this replica in resolver leases; default random.
 	ID string
+	// Drift configures the drift watch (drift.go); a zero Interval
+	// disables it.
+	Drift DriftConfig
 
 	metrics   *metrics
 	audit     *auditLog
@@ -119,6 +122,10 @@ func (s *Server) Open() error {
 	if s.ResolveInterval > 0 {
 		s.wg.Add(1)
 		go s.resolveLoop()
+	}
+	if s.Drift.Interval > 0 {
+		s.wg.Add(1)
+		go s.driftLoop()
 	}
 	return nil
 }
