@@ -7,6 +7,12 @@ import (
 	"github.com/keybrake/keybrake"
 )
 
+const (
+	qChainHead = `SELECT seq, hash FROM audit_heads WHERE key_id = ?`
+	qMoveHead  = `INSERT INTO audit_heads (key_id, seq, hash, time) VALUES (?, ?, ?, ?)
+		ON CONFLICT (key_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, time = excluded.time`
+)
+
 // AddEvents appends events in one write, setting their IDs in order and
 // chaining each to its key's previous event. The write joins the group
 // commit of reservations, so a busy proxy pays one commit for both. SQLite
@@ -22,7 +28,7 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 		heads := map[string]*keybrake.ChainLink{}
 		st := tx.Stmt(s.wstmts[qInsertEvent])
 		for i, e := range events {
-			h, err := chainHead(tx, heads, e.KeyID)
+			h, err := s.chainHead(ctx, tx, heads, e.KeyID)
 			if err != nil {
 				return err
 			}
@@ -40,9 +46,7 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 			chained[i] = c
 		}
 		for _, h := range heads {
-			if _, err := tx.Exec(`INSERT INTO audit_heads (key_id, seq, hash, time) VALUES (?, ?, ?, ?)
-				ON CONFLICT (key_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, time = excluded.time`,
-				h.KeyID, h.Seq, h.Hash, h.Time.UnixMicro()); err != nil {
+			if _, err := s.txExec(ctx, tx, qMoveHead, h.KeyID, h.Seq, h.Hash, h.Time.UnixMicro()); err != nil {
 				return wrap(err, "move audit head of key %s", h.KeyID)
 			}
 		}
@@ -60,12 +64,12 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 
 // chainHead returns keyID's head, read from the store the first time the
 // batch meets the key.
-func chainHead(tx *sql.Tx, heads map[string]*keybrake.ChainLink, keyID string) (*keybrake.ChainLink, error) {
+func (s *Store) chainHead(ctx context.Context, tx *sql.Tx, heads map[string]*keybrake.ChainLink, keyID string) (*keybrake.ChainLink, error) {
 	if h := heads[keyID]; h != nil {
 		return h, nil
 	}
 	h := &keybrake.ChainLink{KeyID: keyID}
-	err := tx.QueryRow(`SELECT seq, hash FROM audit_heads WHERE key_id = ?`, keyID).Scan(&h.Seq, &h.Hash)
+	err := s.txQueryRow(ctx, tx, qChainHead, keyID).Scan(&h.Seq, &h.Hash)
 	if err != nil && err != sql.ErrNoRows {
 		return nil, wrap(err, "read audit head of key %s", keyID)
 	}
