@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strings"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
