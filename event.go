@@ -11,6 +11,7 @@ const (
 	DecisionDeny    = "deny"    // refused by keybrake, nothing forwarded
 	DecisionReplay  = "replay"  // an Idempotency-Key already reserved; forwarded, not counted
 	DecisionResolve = "resolve" // the resolver settled an uncertain reservation
+	DecisionDrift   = "drift"   // the drift watch found money moved differently upstream (drift/)
 )
 
 // Event is one line of a key's audit log: one per proxied request, plus one
@@ -41,6 +42,13 @@ type Event struct {
 	// MCPClient is the client name (and version) the MCP session gave in
 	// its initialize request, "" outside MCP.
 	MCPClient string `json:"mcp_client,omitempty"`
+
+	// Seq, PrevHash and Hash chain the key's events (audit.go): the store
+	// sets them when it inserts the event. Seq 0 marks an event written
+	// before the chain existed.
+	Seq      int64  `json:"seq"`
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
 }
 
 // ViaMCP marks an event of a tool call made through keybrake's MCP server.
@@ -63,8 +71,9 @@ type EventFilter struct {
 type EventService interface {
 	// AddEvent appends e, setting its ID.
 	AddEvent(ctx context.Context, e *Event) error
-	// AddEvents appends events in one write, setting their IDs in order;
-	// if it fails, none was added.
+	// AddEvents appends events in one write, setting their IDs in order
+	// and chaining each to its key's previous event (Seq, PrevHash, Hash),
+	// in the transaction that inserts them; if it fails, none was added.
 	AddEvents(ctx context.Context, events []*Event) error
 	// FindEvents returns a page of events and whether more follow.
 	FindEvents(ctx context.Context, f EventFilter) ([]*Event, bool, error)

@@ -99,9 +99,10 @@ type SettleArgs struct {
 
 // ReservationFilter selects reservations.
 type ReservationFilter struct {
-	KeyID string
-	State string
-	Limit int
+	KeyID       string
+	State       string
+	Limit       int
+	CreatedFrom time.Time // when set, only reservations created at or after it
 }
 
 // Spend is what counts against a key's caps in the windows containing a time.
@@ -165,6 +166,7 @@ type Store interface {
 	HoldService
 	EventService
 	StatsService
+	AuditChainService
 	// Ping returns EUNAVAILABLE if the store cannot be reached.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.

@@ -73,6 +73,9 @@ type Server struct {
 	// operator console (package console). Its Shutdown, if it has one,
 	// runs when the server shuts down, ending its live streams.
 	Console http.Handler
+	// Drift configures the drift watch (drift.go); a zero Interval
+	// disables it.
+	Drift DriftConfig
 
 	metrics   *metrics
 	audit     *auditLog
@@ -128,6 +131,10 @@ func (s *Server) Open() error {
 	if s.ResolveInterval > 0 {
 		s.wg.Add(1)
 		go s.resolveLoop()
+	}
+	if s.Drift.Interval > 0 {
+		s.wg.Add(1)
+		go s.driftLoop()
 	}
 	return nil
 }

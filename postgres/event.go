@@ -10,7 +10,7 @@ import (
 
 // eventColumns are the columns scanEvent reads, in its order.
 const eventColumns = `id, key_id, time, operation, method, path, amount, currency, micros,
-	decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id, via, mcp_session, mcp_client`
+	decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id, via, mcp_session, mcp_client, seq, prev_hash, hash`
 
 // defaultEventLimit is the page size of FindEvents when the filter sets none.
 const defaultEventLimit = 10
@@ -52,7 +52,7 @@ func collectEvents(rows pgx.Rows) ([]*keybrake.Event, error) {
 		var micros int64
 		if err := rows.Scan(&e.ID, &e.KeyID, &e.Time, &e.Operation, &e.Method, &e.Path, &e.Amount, &e.Currency, &micros,
 			&e.Decision, &e.Reason, &e.UpstreamStatus, &e.ObjectID, &e.RequestID, &e.IdempotencyKey, &e.ReservationID,
-			&e.Via, &e.MCPSession, &e.MCPClient); err != nil {
+			&e.Via, &e.MCPSession, &e.MCPClient, &e.Seq, &e.PrevHash, &e.Hash); err != nil {
 			return nil, err
 		}
 		e.Micros = keybrake.Micros(micros)

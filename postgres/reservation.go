@@ -219,6 +219,10 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 		args = append(args, f.State)
 		where = append(where, fmt.Sprintf("state = $%d", len(args)))
 	}
+	if !f.CreatedFrom.IsZero() {
+		args = append(args, ts(f.CreatedFrom))
+		where = append(where, fmt.Sprintf("created_at >= $%d", len(args)))
+	}
 	q := `SELECT ` + reservationColumns + ` FROM reservations`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")

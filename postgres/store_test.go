@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/postgres"
@@ -386,5 +387,61 @@ func TestConcurrentSettles(t *testing.T) {
 	sp := storetest.MustSpend(t, s, "key_a", storetest.T0, time.UTC)
 	if want := (keybrake.Spend{Day: storetest.USD(n / 2), Month: storetest.USD(n / 2), Total: storetest.USD(n / 2)}); sp != want {
 		t.Fatalf("spend = %+v, want %+v", sp, want)
+	}
+}
+
+func TestAuditTamper(t *testing.T) {
+	server := MustServerDSN(t)
+	storetest.RunAuditTamper(t, func(t *testing.T) (keybrake.Store, storetest.Tamper) {
+		dsn := MustDatabase(t, server)
+		s := MustOpen(t, dsn)
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		return s, func(t *testing.T, q string) {
+			t.Helper()
+			if _, err := conn.Exec(context.Background(), q); err != nil {
+				t.Fatalf("tamper %q: %v", q, err)
+			}
+		}
+	})
+}
+
+// TestReplicasAuditChain checks that four replicas writing the same keys'
+// events at once still leave one verifiable chain per key.
+func TestReplicasAuditChain(t *testing.T) {
+	dsn := MustDatabase(t, MustServerDSN(t))
+	replicas := []*postgres.Store{MustOpen(t, dsn), MustOpen(t, dsn), MustOpen(t, dsn), MustOpen(t, dsn)}
+	const writers, batches = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*batches)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := replicas[w%len(replicas)]
+			for b := range batches {
+				var batch []*keybrake.Event
+				for i := range 5 {
+					// Keys in different orders per writer, so lock order matters.
+					k := []string{"key_a", "key_b", "key_c"}[(w+i)%3]
+					batch = append(batch, storetest.NewEvent(k, storetest.T0, w*1000+b*10+i))
+				}
+				if err := s.AddEvents(context.Background(), batch); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("AddEvents: %v", err)
+	}
+	r := storetest.MustVerify(t, replicas[0])
+	if !r.OK() || r.Events != writers*batches*5 {
+		t.Fatalf("report: %d events, breaks %+v; want %d, none", r.Events, r.Breaks, writers*batches*5)
 	}
 }

@@ -122,3 +122,22 @@ func reportCPU(b *testing.B) func() {
 		b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }
+
+// BenchmarkAddEvents writes batches of 64 events over 8 keys, as the
+// proxy's background audit writer does; ns/op is per event.
+func BenchmarkAddEvents(b *testing.B) {
+	ctx := context.Background()
+	s, _ := MustOpen(b)
+	defer s.Close()
+	defer reportCPU(b)()
+	batch := make([]*keybrake.Event, 0, 64)
+	for i := 0; b.Loop(); i++ {
+		batch = append(batch, storetest.NewEvent(fmt.Sprintf("key_%d", i%8), storetest.T0, i))
+		if len(batch) == cap(batch) {
+			if err := s.AddEvents(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}

@@ -2,17 +2,18 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/keybrake/keybrake"
 )
 
 const eventColumns = `id, key_id, time, operation, method, path, amount, currency, micros, decision,
-	reason, upstream_status, object_id, request_id, idempotency_key, reservation_id, via, mcp_session, mcp_client`
+	reason, upstream_status, object_id, request_id, idempotency_key, reservation_id, via, mcp_session, mcp_client, seq, prev_hash, hash`
 
 const qInsertEvent = `INSERT INTO events (key_id, time, operation, method, path, amount, currency,
 	micros, decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id,
-	via, mcp_session, mcp_client)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	via, mcp_session, mcp_client, seq, prev_hash, hash)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 
 // AddEvent appends e to the audit log and sets e.ID. IDs only grow.
 func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
@@ -34,23 +35,8 @@ func (s *Store) FindEvents(ctx context.Context, f keybrake.EventFilter) ([]*keyb
 	if err != nil {
 		return nil, false, wrap(err, "find events")
 	}
-	defer rows.Close()
-
-	var es []*keybrake.Event
-	for rows.Next() {
-		var (
-			e keybrake.Event
-			t int64
-		)
-		if err := rows.Scan(&e.ID, &e.KeyID, &t, &e.Operation, &e.Method, &e.Path, &e.Amount, &e.Currency, &e.Micros,
-			&e.Decision, &e.Reason, &e.UpstreamStatus, &e.ObjectID, &e.RequestID, &e.IdempotencyKey, &e.ReservationID,
-			&e.Via, &e.MCPSession, &e.MCPClient); err != nil {
-			return nil, false, wrap(err, "find events")
-		}
-		e.Time = fromMicros(t)
-		es = append(es, &e)
-	}
-	if err := rows.Err(); err != nil {
+	es, err := scanEvents(rows)
+	if err != nil {
 		return nil, false, wrap(err, "find events")
 	}
 	if len(es) > limit {
@@ -86,4 +72,24 @@ func eventQuery(f keybrake.EventFilter, limit int) (string, []any) {
 		}
 	}
 	return q + ` ORDER BY id DESC LIMIT ?`, append(args, limit+1)
+}
+
+// scanEvents reads rows of eventColumns and closes them.
+func scanEvents(rows *sql.Rows) ([]*keybrake.Event, error) {
+	defer rows.Close()
+	var es []*keybrake.Event
+	for rows.Next() {
+		var (
+			e keybrake.Event
+			t int64
+		)
+		if err := rows.Scan(&e.ID, &e.KeyID, &t, &e.Operation, &e.Method, &e.Path, &e.Amount, &e.Currency, &e.Micros,
+			&e.Decision, &e.Reason, &e.UpstreamStatus, &e.ObjectID, &e.RequestID, &e.IdempotencyKey, &e.ReservationID,
+			&e.Via, &e.MCPSession, &e.MCPClient, &e.Seq, &e.PrevHash, &e.Hash); err != nil {
+			return nil, err
+		}
+		e.Time = fromMicros(t)
+		es = append(es, &e)
+	}
+	return es, rows.Err()
 }

@@ -310,6 +310,9 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 	if f.State != "" {
 		where, args = append(where, "state = ?"), append(args, f.State)
 	}
+	if !f.CreatedFrom.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, f.CreatedFrom.UnixMicro())
+	}
 	q := `SELECT ` + resColumns + ` FROM reservations`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")

@@ -145,7 +145,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 // transaction: preparing on the writer needs its only connection.
 func (s *Store) prepare(ctx context.Context) error {
 	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID} {
+	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID, qChainHead, qMoveHead} {
 		st, err := s.writer.PrepareContext(ctx, q)
 		if err != nil {
 			return err

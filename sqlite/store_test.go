@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -149,4 +150,21 @@ func TestClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAuditTamper(t *testing.T) {
+	storetest.RunAuditTamper(t, func(t *testing.T) (keybrake.Store, storetest.Tamper) {
+		s, path := MustOpen(t)
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatalf("open %s: %v", path, err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return s, func(t *testing.T, q string) {
+			t.Helper()
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("tamper %q: %v", q, err)
+			}
+		}
+	})
 }

@@ -46,6 +46,9 @@ func testFindReservations(t *testing.T, open opener) {
 		if got, want := find(t, s, keybrake.ReservationFilter{KeyID: "key_a", State: keybrake.StateReserved}), []string{r1.ID, r3.ID}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("key_a reserved = %v, want %v", got, want)
 		}
+		if got, want := find(t, s, keybrake.ReservationFilter{CreatedFrom: T0.Add(2 * time.Second)}), []string{r3.ID, b1.ID}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("created from T0+2s = %v, want %v", got, want)
+		}
 		if got, want := find(t, s, keybrake.ReservationFilter{State: keybrake.StateReserved}), []string{r1.ID, r3.ID, b1.ID}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("all reserved = %v, want %v", got, want)
 		}

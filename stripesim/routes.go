@@ -44,8 +44,17 @@ func route(method, path string) (handler, string, bool) {
 		case "payouts":
 			return createPayout, "", true
 		}
-	case len(parts) == 1 && get && parts[0] == "charges":
-		return listCharges, "", true
+	case len(parts) == 1 && get:
+		switch parts[0] {
+		case "charges":
+			return listCharges, "", true
+		case "refunds":
+			return listRefunds, "", true
+		case "transfers":
+			return listTransfers, "", true
+		case "payouts":
+			return listPayouts, "", true
+		}
 	case len(parts) == 2 && get:
 		if parts[0] == "charges" && parts[1] == "search" {
 			return searchCharges, "", true

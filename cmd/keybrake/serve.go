@@ -43,6 +43,8 @@ type ServeConfig struct {
 	SimState         string        // --sim-state, KEYBRAKE_SIM_STATE
 	LogLevel         string        // --log-level, KEYBRAKE_LOG_LEVEL
 	LogFormat        string        // --log-format, KEYBRAKE_LOG_FORMAT
+	DriftInterval    time.Duration // --drift-interval, KEYBRAKE_DRIFT_INTERVAL
+	DriftWindow      time.Duration // --drift-window, KEYBRAKE_DRIFT_WINDOW
 }
 
 // ServeMain is `keybrake serve`: ParseFlags, then Run, then Close. Tests
@@ -104,6 +106,8 @@ Environment only (secrets are kept out of the process list):
 	fs.StringVar(&c.SimState, "sim-state", envDefault(env, "KEYBRAKE_SIM_STATE", ""), "file where the in-process simulator keeps its state across restarts (KEYBRAKE_SIM_STATE)")
 	fs.StringVar(&c.LogLevel, "log-level", envDefault(env, "KEYBRAKE_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (KEYBRAKE_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envDefault(env, "KEYBRAKE_LOG_FORMAT", c.LogFormat), "text or json (KEYBRAKE_LOG_FORMAT)")
+	fs.DurationVar(&c.DriftInterval, "drift-interval", envDuration(env, "KEYBRAKE_DRIFT_INTERVAL", c.DriftInterval), "how often the drift watch compares Stripe's recent objects with keybrake's reservations; 0 disables (KEYBRAKE_DRIFT_INTERVAL; docs/drift.md)")
+	fs.DurationVar(&c.DriftWindow, "drift-window", envDuration(env, "KEYBRAKE_DRIFT_WINDOW", time.Hour), "how far back each drift watch run looks (KEYBRAKE_DRIFT_WINDOW)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -202,6 +206,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	s.HoldTTL = m.Config.HoldTTL
 	s.UpstreamTimeout = m.Config.UpstreamTimeout
 	s.Transport = m.Transport
+	s.Drift = khttp.DriftConfig{Interval: m.Config.DriftInterval, Window: m.Config.DriftWindow}
 	if m.Now != nil {
 		s.Now = m.Now
 	}

@@ -1,0 +1,127 @@
+package keybrake
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// AuditReport is the outcome of verifying audit chains.
+type AuditReport struct {
+	Events    int          `json:"events"`    // chained events checked
+	Unchained int          `json:"unchained"` // events from before the chain, not checked
+	Heads     []ChainLink  `json:"heads"`     // every key's last link: publish these to pin the log
+	Anchors   []ChainLink  `json:"anchors"`   // where pruned chains start
+	Breaks    []ChainBreak `json:"breaks"`    // the first broken link of each broken chain
+}
+
+// OK reports whether every chain verified.
+func (r *AuditReport) OK() bool { return len(r.Breaks) == 0 }
+
+// auditLine is one line of an audit export: an anchor, an event or a head.
+type auditLine struct {
+	Type string `json:"type"` // "anchor", "event" or "head"
+	*Event
+	Link *ChainLink `json:"link,omitempty"`
+}
+
+// VerifyAuditLog checks every chain in s and, when w is not nil, writes
+// what it read to w as an export (JSONL: the anchors, the events in
+// insertion order, then the heads) that VerifyAuditExport checks offline.
+// The heads are read first, so events written meanwhile are newer than
+// them and verify as well. It returns an error only if s or w fails; a
+// broken chain is in the report.
+func VerifyAuditLog(ctx context.Context, s AuditChainService, w io.Writer) (*AuditReport, error) {
+	heads, err := s.ChainHeads(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read audit heads: %w", err)
+	}
+	anchors, err := s.ChainAnchors(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read audit anchors: %w", err)
+	}
+	var enc *json.Encoder
+	var bw *bufio.Writer
+	if w != nil {
+		bw = bufio.NewWriter(w)
+		enc = json.NewEncoder(bw)
+		for i := range anchors {
+			if err := enc.Encode(auditLine{Type: "anchor", Link: &anchors[i]}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	v := NewChainVerifier(anchors)
+	var after int64
+	for {
+		es, err := s.ChainEvents(ctx, ChainPage{AfterID: after, Limit: 1000})
+		if err != nil {
+			return nil, fmt.Errorf("read audit events: %w", err)
+		}
+		if len(es) == 0 {
+			break
+		}
+		for _, e := range es {
+			v.Add(e)
+			if enc != nil {
+				if err := enc.Encode(auditLine{Type: "event", Event: e}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		after = es[len(es)-1].ID
+	}
+	if enc != nil {
+		for i := range heads {
+			if err := enc.Encode(auditLine{Type: "head", Link: &heads[i]}); err != nil {
+				return nil, err
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	return &AuditReport{Events: v.Events, Unchained: v.Unchained, Heads: heads, Anchors: anchors, Breaks: v.Finish(heads)}, nil
+}
+
+// VerifyAuditExport checks an export written by VerifyAuditLog, without the
+// store. Returns EINVALID naming the line if the file is not an export.
+// To pin the log against someone who rewrites both the events and their
+// heads, compare the report's heads with heads published earlier.
+func VerifyAuditExport(r io.Reader) (*AuditReport, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var (
+		v       *ChainVerifier
+		anchors []ChainLink
+		heads   []ChainLink
+	)
+	for n := 1; sc.Scan(); n++ {
+		var l auditLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, Errorf(EINVALID, "line %d: not an audit export line: %v", n, err)
+		}
+		switch {
+		case l.Type == "anchor" && l.Link != nil && v == nil:
+			anchors = append(anchors, *l.Link)
+		case l.Type == "event" && l.Event != nil && heads == nil:
+			if v == nil {
+				v = NewChainVerifier(anchors)
+			}
+			v.Add(l.Event)
+		case l.Type == "head" && l.Link != nil:
+			heads = append(heads, *l.Link)
+		default:
+			return nil, Errorf(EINVALID, "line %d: unexpected %q line (an export has anchors, then events, then heads)", n, l.Type)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if v == nil {
+		v = NewChainVerifier(anchors)
+	}
+	return &AuditReport{Events: v.Events, Unchained: v.Unchained, Heads: heads, Anchors: anchors, Breaks: v.Finish(heads)}, nil
+}
