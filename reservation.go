@@ -164,6 +164,7 @@ type Store interface {
 	SpendService
 	HoldService
 	EventService
+	AlertService
 	// Ping returns EUNAVAILABLE if the store cannot be reached.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.
