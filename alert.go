@@ -196,6 +196,7 @@ type AttemptArgs struct {
 
 // DeliveryFilter selects deliveries, newest first.
 type DeliveryFilter struct {
+	ID         string
 	AlertID    string
 	EndpointID string
 	KeyID      string

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/alert"
 	"github.com/keybrake/keybrake/stripe"
 )
 
@@ -69,6 +70,20 @@ type Server struct {
 	// ID names this replica in resolver leases; default random.
 	ID string
 
+	// AlertInterval is how often the alert sender delivers the outbox;
+	// 0 disables the background loop (tests call SendAlerts).
+	AlertInterval time.Duration
+	// AlertClient sends webhooks; default: no redirects followed.
+	AlertClient *http.Client
+	// AlertTimeout bounds one webhook attempt; default 10 s.
+	AlertTimeout time.Duration
+	// AlertRetryFor is how long a failing delivery is retried; default 24 h.
+	AlertRetryFor time.Duration
+	// KeyMetrics exports per-key spend and remaining gauges on /metrics,
+	// for at most KeyMetricsMax keys (default DefaultKeyMetricsMax).
+	KeyMetrics    bool
+	KeyMetricsMax int
+
 	metrics   *metrics
 	audit     *auditLog
 	keys      *keyCache // nil when the store cannot report key changes
@@ -82,6 +97,8 @@ type Server struct {
 
 	sweepMu   sync.Mutex
 	nextSweep time.Time
+
+	sender *alert.Sender
 }
 
 // NewServer returns a Server with safe defaults.
@@ -120,6 +137,7 @@ func (s *Server) Open() error {
 		s.wg.Add(1)
 		go s.resolveLoop()
 	}
+	s.startAlerts()
 	return nil
 }
 
@@ -162,6 +180,10 @@ func (s *Server) init() error {
 	}
 	s.stop = make(chan struct{})
 	s.metrics = newMetrics()
+	if s.AlertClient == nil {
+		s.AlertClient = defaultAlertClient()
+	}
+	s.initAlerts()
 	s.audit = newAuditLog(s.Store, s.logger())
 	if err := s.watchKeys(); err != nil {
 		return fmt.Errorf("watch keys: %w", err)
@@ -244,6 +266,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveHealth(w, r)
 	case raw == "/vault/keys" || strings.HasPrefix(raw, "/vault/keys/"):
 		s.serveAdmin(w, r, raw)
+	case raw == "/vault/alerts" || strings.HasPrefix(raw, "/vault/alerts/"):
+		s.serveAlertsAdmin(w, r, raw)
 	default:
 		s.writeStripeError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "Unrecognized request URL (%s: %s). keybrake serves the Stripe API under /stripe/v1/ and its admin API under /vault/keys.", r.Method, r.URL.EscapedPath()), nil)
 	}

@@ -429,7 +429,8 @@ func (s *Store) FindAlertDeliveries(ctx context.Context, f keybrake.DeliveryFilt
 		return rows.Err()
 	}, `SELECT `+deliveryColumns+`, `+alertColumns+` FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id
 		WHERE ($1 = '' OR d.alert_id = $1) AND ($2 = '' OR d.endpoint_id = $2) AND ($3 = '' OR a.key_id = $3) AND ($4 = '' OR d.state = $4)
-		ORDER BY d.seq DESC LIMIT $5`, f.AlertID, f.EndpointID, f.KeyID, f.State, limitOr100(f.Limit))
+		AND ($6 = '' OR d.id = $6)
+		ORDER BY d.seq DESC LIMIT $5`, f.AlertID, f.EndpointID, f.KeyID, f.State, limitOr100(f.Limit), f.ID)
 	return out, s.wrap("find alert deliveries", err)
 }
 

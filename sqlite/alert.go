@@ -487,7 +487,7 @@ func (s *Store) FindAlertDeliveries(ctx context.Context, f keybrake.DeliveryFilt
 		where []string
 		args  []any
 	)
-	for _, c := range []struct{ col, v string }{{"d.alert_id", f.AlertID}, {"d.endpoint_id", f.EndpointID}, {"a.key_id", f.KeyID}, {"d.state", f.State}} {
+	for _, c := range []struct{ col, v string }{{"d.id", f.ID}, {"d.alert_id", f.AlertID}, {"d.endpoint_id", f.EndpointID}, {"a.key_id", f.KeyID}, {"d.state", f.State}} {
 		if c.v != "" {
 			where, args = append(where, c.col+" = ?"), append(args, c.v)
 		}

@@ -295,6 +295,9 @@ func testAlerts(t *testing.T, open opener) {
 			t.Fatalf("attempts = %+v, %v", atts, err)
 		}
 		wantTime(t, "attempt at", atts[0].At, T0.Add(time.Second))
+		if byID, err := s.FindAlertDeliveries(ctx, keybrake.DeliveryFilter{ID: d.ID}); err != nil || len(byID) != 1 || byID[0].Attempts != 2 {
+			t.Fatalf("FindAlertDeliveries by ID = %+v, %v", byID, err)
+		}
 	})
 
 	t.Run("DeleteEndpointFailsPending", func(t *testing.T) {
