@@ -42,6 +42,9 @@ type ServeConfig struct {
 	SimState         string        // --sim-state, KEYBRAKE_SIM_STATE
 	LogLevel         string        // --log-level, KEYBRAKE_LOG_LEVEL
 	LogFormat        string        // --log-format, KEYBRAKE_LOG_FORMAT
+	AlertInterval    time.Duration // --alert-interval, KEYBRAKE_ALERT_INTERVAL
+	KeyMetrics       bool          // --metrics-keys, KEYBRAKE_METRICS_KEYS
+	KeyMetricsMax    int           // --metrics-max-keys, KEYBRAKE_METRICS_MAX_KEYS
 }
 
 // ServeMain is `keybrake serve`: ParseFlags, then Run, then Close. Tests
@@ -75,13 +78,16 @@ func NewServeMain(env Env) *ServeMain {
 		UpstreamTimeout: 80 * time.Second,
 		LogLevel:        "info",
 		LogFormat:       "text",
+		AlertInterval:   5 * time.Second,
+		KeyMetricsMax:   khttp.DefaultKeyMetricsMax,
 	}}
 }
 
 // ParseFlags reads the environment, then the flags, which win.
 func (m *ServeMain) ParseFlags(args []string) error {
 	c, env := &m.Config, m.Env
-	fs := flagSet("serve", `Runs the spend-cap proxy (/stripe/v1/…), the admin API (/vault/keys) and
+	fs := flagSet("serve", `Runs the spend-cap proxy (/stripe/v1/…), the admin API (/vault/keys, /vault/alerts),
+the alert sender (webhooks, docs/alerts.md) and
 /metrics. With no Stripe secret configured, it runs the built-in Stripe
 simulator in-process as its upstream and says so in its log and in the
 Keybrake-Upstream: simulator response header.
@@ -101,6 +107,9 @@ Environment only (secrets are kept out of the process list):
 	fs.StringVar(&c.SimState, "sim-state", envDefault(env, "KEYBRAKE_SIM_STATE", ""), "file where the in-process simulator keeps its state across restarts (KEYBRAKE_SIM_STATE)")
 	fs.StringVar(&c.LogLevel, "log-level", envDefault(env, "KEYBRAKE_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (KEYBRAKE_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envDefault(env, "KEYBRAKE_LOG_FORMAT", c.LogFormat), "text or json (KEYBRAKE_LOG_FORMAT)")
+	fs.DurationVar(&c.AlertInterval, "alert-interval", envDuration(env, "KEYBRAKE_ALERT_INTERVAL", c.AlertInterval), "how often the alert sender delivers webhooks from the outbox (retries back off for 24 h; see docs/alerts.md); 0 disables (KEYBRAKE_ALERT_INTERVAL)")
+	fs.BoolVar(&c.KeyMetrics, "metrics-keys", envDefault(env, "KEYBRAKE_METRICS_KEYS", "") == "true", "export per-key spend and remaining gauges on /metrics (KEYBRAKE_METRICS_KEYS=true)")
+	fs.IntVar(&c.KeyMetricsMax, "metrics-max-keys", envInt(env, "KEYBRAKE_METRICS_MAX_KEYS", c.KeyMetricsMax), "at most this many keys in the per-key gauges, oldest first (KEYBRAKE_METRICS_MAX_KEYS)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -136,6 +145,12 @@ func (m *ServeMain) validate() (stripe.Rates, error) {
 	}
 	if c.ResolveInterval < 0 {
 		return nil, fmt.Errorf("invalid --resolve-interval (KEYBRAKE_RESOLVE_INTERVAL): must be a non-negative duration like 10s")
+	}
+	if c.AlertInterval < 0 {
+		return nil, fmt.Errorf("invalid --alert-interval (KEYBRAKE_ALERT_INTERVAL): must be a non-negative duration like 5s")
+	}
+	if c.KeyMetricsMax < 1 || c.KeyMetricsMax > 100000 {
+		return nil, fmt.Errorf("invalid --metrics-max-keys (KEYBRAKE_METRICS_MAX_KEYS): must be from 1 to 100000")
 	}
 	if c.StaleAfter <= 0 {
 		return nil, fmt.Errorf("invalid --stale-after (KEYBRAKE_STALE_AFTER): must be a positive duration like 2m")
@@ -197,6 +212,8 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	s.ResolveInterval = m.Config.ResolveInterval
 	s.StaleAfter = m.Config.StaleAfter
 	s.HoldTTL = m.Config.HoldTTL
+	s.AlertInterval = m.Config.AlertInterval
+	s.KeyMetrics, s.KeyMetricsMax = m.Config.KeyMetrics, m.Config.KeyMetricsMax
 	s.UpstreamTimeout = m.Config.UpstreamTimeout
 	s.Transport = m.Transport
 	if m.Now != nil {
