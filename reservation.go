@@ -167,6 +167,7 @@ type Store interface {
 	EventService
 	StatsService
 	AuditChainService
+	AlertService
 	// Ping returns EUNAVAILABLE if the store cannot be reached.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.

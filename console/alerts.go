@@ -4,18 +4,44 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 )
 
-// The Alerts page shows the alert rules and the webhook delivery log from
-// the admin API's alert routes, when this build has them; until then it
-// says so. It reads the answers generically (a list's "data" objects,
-// each field a column), so it works with whatever fields the rules and
-// deliveries carry.
+// endpointIDPattern is what an endpoint id looks like; anything else never
+// reaches the admin API's path.
+var endpointIDPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
+
+// endpointIDs returns the "id" column of the endpoints table.
+func endpointIDs(t *table) []string {
+	if t == nil {
+		return nil
+	}
+	col := -1
+	for i, c := range t.Columns {
+		if c == "id" {
+			col = i
+		}
+	}
+	if col < 0 {
+		return nil
+	}
+	var ids []string
+	for _, row := range t.Rows {
+		ids = append(ids, row[col])
+	}
+	return ids
+}
+
+// The Alerts page shows the alert rules, the webhook endpoints (each with a
+// "send test alert" button) and the delivery log, from the admin API's
+// alert routes (docs/alerts.md). It reads the answers generically (a list's
+// "data" objects, each field a column), so a field added to the API shows
+// up without a console change.
 const (
 	alertRulesPath      = "/vault/alerts/rules"
+	alertEndpointsPath  = "/vault/alerts/endpoints"
 	alertDeliveriesPath = "/vault/alerts/deliveries"
-	alertTestPath       = "/vault/alerts/test"
 )
 
 // table is a generic table of a list's objects.
@@ -26,8 +52,10 @@ type table struct {
 
 func (c *Console) serveAlerts(w http.ResponseWriter, r *http.Request) {
 	rules, rerr := c.alertTable(r, alertRulesPath)
+	endpoints, eerr := c.alertTable(r, alertEndpointsPath)
 	deliveries, derr := c.alertTable(r, alertDeliveriesPath)
-	data := map[string]any{"Available": rerr == nil || derr == nil, "Rules": rules, "Deliveries": deliveries}
+	data := map[string]any{"Available": rerr == nil || eerr == nil || derr == nil,
+		"Rules": rules, "Endpoints": endpoints, "EndpointIDs": endpointIDs(endpoints), "Deliveries": deliveries}
 	switch r.URL.Query().Get("test") {
 	case "sent":
 		data["Flash"] = "Test alert queued; it appears in the delivery log once sent."
@@ -37,9 +65,15 @@ func (c *Console) serveAlerts(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "alerts.html", page{Title: "Alerts", Nav: "alerts", Data: data})
 }
 
-// serveAlertTest asks the admin API to send a test alert.
+// serveAlertTest asks the admin API to send a test alert to the endpoint
+// named in the form.
 func (c *Console) serveAlertTest(w http.ResponseWriter, r *http.Request) {
-	if err := c.admin(r.Context(), http.MethodPost, alertTestPath, map[string]any{}, nil); err != nil {
+	id := r.PostFormValue("endpoint")
+	if !endpointIDPattern.MatchString(id) {
+		http.Redirect(w, r, "/console/alerts?test=failed", http.StatusSeeOther)
+		return
+	}
+	if err := c.admin(r.Context(), http.MethodPost, alertEndpointsPath+"/"+id+"/test", map[string]any{}, nil); err != nil {
 		c.Logger.Warn("console test alert", "err", err)
 		http.Redirect(w, r, "/console/alerts?test=failed", http.StatusSeeOther)
 		return

@@ -26,6 +26,9 @@ type metrics struct {
 	exceeded  *prometheus.CounterVec
 	swept     *prometheus.CounterVec
 
+	alertsFired     *prometheus.CounterVec // see metrics_alerts.go
+	alertDeliveries *prometheus.CounterVec
+
 	mu    sync.Mutex
 	names map[string]bool
 }

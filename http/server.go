@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/alert"
 	"github.com/keybrake/keybrake/stripe"
 )
 
@@ -77,6 +78,20 @@ type Server struct {
 	// disables it.
 	Drift DriftConfig
 
+	// AlertInterval is how often the alert sender delivers the outbox;
+	// 0 disables the background loop (tests call SendAlerts).
+	AlertInterval time.Duration
+	// AlertClient sends webhooks; default: no redirects followed.
+	AlertClient *http.Client
+	// AlertTimeout bounds one webhook attempt; default 10 s.
+	AlertTimeout time.Duration
+	// AlertRetryFor is how long a failing delivery is retried; default 24 h.
+	AlertRetryFor time.Duration
+	// KeyMetrics exports per-key spend and remaining gauges on /metrics,
+	// for at most KeyMetricsMax keys (default DefaultKeyMetricsMax).
+	KeyMetrics    bool
+	KeyMetricsMax int
+
 	metrics   *metrics
 	audit     *auditLog
 	keys      *keyCache // nil when the store cannot report key changes
@@ -91,6 +106,8 @@ type Server struct {
 
 	sweepMu   sync.Mutex
 	nextSweep time.Time
+
+	sender *alert.Sender
 }
 
 // NewServer returns a Server with safe defaults.
@@ -136,6 +153,7 @@ func (s *Server) Open() error {
 		s.wg.Add(1)
 		go s.driftLoop()
 	}
+	s.startAlerts()
 	return nil
 }
 
@@ -178,6 +196,10 @@ func (s *Server) init() error {
 	}
 	s.stop = make(chan struct{})
 	s.metrics = newMetrics()
+	if s.AlertClient == nil {
+		s.AlertClient = defaultAlertClient()
+	}
+	s.initAlerts()
 	s.audit = newAuditLog(s.Store, s.logger())
 	var err error
 	if err = s.watchKeys(); err != nil {
@@ -273,6 +295,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Console.ServeHTTP(w, r)
 	case s.Console != nil && raw == "/" && r.Method == http.MethodGet:
 		http.Redirect(w, r, "/console/", http.StatusFound)
+	case raw == "/vault/alerts" || strings.HasPrefix(raw, "/vault/alerts/"):
+		s.serveAlertsAdmin(w, r, raw)
 	default:
 		s.writeStripeError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "Unrecognized request URL (%s: %s). keybrake serves the Stripe API under /stripe/v1/ and its admin API under /vault/keys.", r.Method, r.URL.EscapedPath()), nil)
 	}

@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("Stats", func(t *testing.T) { testStats(t, o) })
 	t.Run("AuditChain", func(t *testing.T) { testAuditChain(t, o) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, o) })
+	t.Run("Alerts", func(t *testing.T) { testAlerts(t, o) })
 }
 
 // opener is what the test groups receive: open plus the close cleanup.

@@ -45,6 +45,9 @@ type ServeConfig struct {
 	LogFormat        string        // --log-format, KEYBRAKE_LOG_FORMAT
 	DriftInterval    time.Duration // --drift-interval, KEYBRAKE_DRIFT_INTERVAL
 	DriftWindow      time.Duration // --drift-window, KEYBRAKE_DRIFT_WINDOW
+	AlertInterval    time.Duration // --alert-interval, KEYBRAKE_ALERT_INTERVAL
+	KeyMetrics       bool          // --metrics-keys, KEYBRAKE_METRICS_KEYS
+	KeyMetricsMax    int           // --metrics-max-keys, KEYBRAKE_METRICS_MAX_KEYS
 }
 
 // ServeMain is `keybrake serve`: ParseFlags, then Run, then Close. Tests
@@ -78,6 +81,8 @@ func NewServeMain(env Env) *ServeMain {
 		UpstreamTimeout: 80 * time.Second,
 		LogLevel:        "info",
 		LogFormat:       "text",
+		AlertInterval:   5 * time.Second,
+		KeyMetricsMax:   khttp.DefaultKeyMetricsMax,
 	}}
 }
 
@@ -86,8 +91,9 @@ func (m *ServeMain) ParseFlags(args []string) error {
 	c, env := &m.Config, m.Env
 	fs := flagSet("serve", `Runs the spend-cap proxy (/stripe/v1/…), the same Stripe calls as MCP tools
 for agents (/mcp, Streamable HTTP, the vault key as bearer token), the admin
-API (/vault/keys), the operator console (/console/, sign in with the admin
-token) and /metrics. With no Stripe secret configured, it runs the built-in Stripe
+API (/vault/keys, /vault/alerts), the alert sender (webhooks, docs/alerts.md),
+the operator console (/console/, sign in with the admin token) and /metrics.
+With no Stripe secret configured, it runs the built-in Stripe
 simulator in-process as its upstream and says so in its log and in the
 Keybrake-Upstream: simulator response header.
 
@@ -108,6 +114,9 @@ Environment only (secrets are kept out of the process list):
 	fs.StringVar(&c.LogFormat, "log-format", envDefault(env, "KEYBRAKE_LOG_FORMAT", c.LogFormat), "text or json (KEYBRAKE_LOG_FORMAT)")
 	fs.DurationVar(&c.DriftInterval, "drift-interval", envDuration(env, "KEYBRAKE_DRIFT_INTERVAL", c.DriftInterval), "how often the drift watch compares Stripe's recent objects with keybrake's reservations; 0 disables (KEYBRAKE_DRIFT_INTERVAL; docs/drift.md)")
 	fs.DurationVar(&c.DriftWindow, "drift-window", envDuration(env, "KEYBRAKE_DRIFT_WINDOW", time.Hour), "how far back each drift watch run looks (KEYBRAKE_DRIFT_WINDOW)")
+	fs.DurationVar(&c.AlertInterval, "alert-interval", envDuration(env, "KEYBRAKE_ALERT_INTERVAL", c.AlertInterval), "how often the alert sender delivers webhooks from the outbox (retries back off for 24 h; see docs/alerts.md); 0 disables (KEYBRAKE_ALERT_INTERVAL)")
+	fs.BoolVar(&c.KeyMetrics, "metrics-keys", envDefault(env, "KEYBRAKE_METRICS_KEYS", "") == "true", "export per-key spend and remaining gauges on /metrics (KEYBRAKE_METRICS_KEYS=true)")
+	fs.IntVar(&c.KeyMetricsMax, "metrics-max-keys", envInt(env, "KEYBRAKE_METRICS_MAX_KEYS", c.KeyMetricsMax), "at most this many keys in the per-key gauges, oldest first (KEYBRAKE_METRICS_MAX_KEYS)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -143,6 +152,12 @@ func (m *ServeMain) validate() (stripe.Rates, error) {
 	}
 	if c.ResolveInterval < 0 {
 		return nil, fmt.Errorf("invalid --resolve-interval (KEYBRAKE_RESOLVE_INTERVAL): must be a non-negative duration like 10s")
+	}
+	if c.AlertInterval < 0 {
+		return nil, fmt.Errorf("invalid --alert-interval (KEYBRAKE_ALERT_INTERVAL): must be a non-negative duration like 5s")
+	}
+	if c.KeyMetricsMax < 1 || c.KeyMetricsMax > 100000 {
+		return nil, fmt.Errorf("invalid --metrics-max-keys (KEYBRAKE_METRICS_MAX_KEYS): must be from 1 to 100000")
 	}
 	if c.StaleAfter <= 0 {
 		return nil, fmt.Errorf("invalid --stale-after (KEYBRAKE_STALE_AFTER): must be a positive duration like 2m")
@@ -204,6 +219,8 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	s.ResolveInterval = m.Config.ResolveInterval
 	s.StaleAfter = m.Config.StaleAfter
 	s.HoldTTL = m.Config.HoldTTL
+	s.AlertInterval = m.Config.AlertInterval
+	s.KeyMetrics, s.KeyMetricsMax = m.Config.KeyMetrics, m.Config.KeyMetricsMax
 	s.UpstreamTimeout = m.Config.UpstreamTimeout
 	s.Transport = m.Transport
 	s.Drift = khttp.DriftConfig{Interval: m.Config.DriftInterval, Window: m.Config.DriftWindow}

@@ -1,0 +1,82 @@
+package alert
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// Event is the JSON body of a keybrake-format delivery. ID is the alert's
+// id: the same on every attempt and every endpoint.
+type Event struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"` // "event"
+	Type    string `json:"type"`   // "alert." + the alert's kind
+	Created int64  `json:"created"`
+	Data    Data   `json:"data"`
+}
+
+// Data is an event's content: the alert, the key's label and a sentence
+// saying what happened.
+type Data struct {
+	*keybrake.Alert
+	KeyLabel     string     `json:"key_label"`
+	KeyExpiresAt *time.Time `json:"key_expires_at,omitempty"`
+	Message      string     `json:"message"`
+}
+
+// slackBody is the Slack-compatible body: incoming webhooks of Slack,
+// Mattermost, Rocket.Chat and Discord's /slack endpoints take it.
+type slackBody struct {
+	Text string `json:"text"`
+}
+
+// Body returns the body delivered for a to an endpoint of format, with k
+// the alert's key (nil if it is gone).
+func Body(format string, a *keybrake.Alert, k *keybrake.Key) ([]byte, error) {
+	msg := Message(a, k)
+	if format == keybrake.FormatSlack {
+		return json.Marshal(slackBody{Text: msg})
+	}
+	d := Data{Alert: a, Message: msg}
+	if k != nil {
+		d.KeyLabel, d.KeyExpiresAt = k.Label, k.ExpiresAt
+	}
+	return json.Marshal(Event{ID: a.ID, Object: "event", Type: "alert." + a.Kind, Created: a.CreatedAt.Unix(), Data: d})
+}
+
+// Message says in one sentence what a is about.
+func Message(a *keybrake.Alert, k *keybrake.Key) string {
+	who := "key " + a.KeyID
+	if k != nil && k.Label != "" {
+		who = fmt.Sprintf("key %q (%s)", k.Label, a.KeyID)
+	}
+	switch a.Kind {
+	case keybrake.AlertThreshold:
+		period := a.Bucket
+		if a.Window == keybrake.WindowTotal {
+			period = "lifetime"
+		}
+		return fmt.Sprintf("keybrake: %s reached %d%% of its %s cap: $%s of $%s spent or reserved (%s).",
+			who, a.Percent, a.Window, a.Spent, a.Cap, period)
+	case keybrake.AlertExpiring:
+		when := "soon"
+		if k != nil && k.ExpiresAt != nil {
+			when = "at " + k.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("keybrake: %s expires %s (within %d h).", who, when, a.Count)
+	case keybrake.AlertRefusalBurst:
+		return fmt.Sprintf("keybrake: %s was refused %d times or more within a burst window (last: %s).", who, a.Count, a.Detail)
+	case keybrake.AlertUncertain:
+		return fmt.Sprintf("keybrake: reservation %s of $%s on %s (%s) has been uncertain for more than %d min; the resolver has not settled it.",
+			a.ReservationID, a.Reserved, who, a.Detail, a.Count)
+	case keybrake.AlertAmountMismatch:
+		return fmt.Sprintf("keybrake: ALARM: upstream moved $%s on reservation %s of %s (%s), above the $%s reserved; counted in full.",
+			a.Spent, a.ReservationID, who, a.Detail, a.Reserved)
+	case keybrake.AlertTest:
+		return fmt.Sprintf("keybrake: test alert for %s. If you can read this, the endpoint works.", a.Detail)
+	}
+	return fmt.Sprintf("keybrake: %s alert on %s.", a.Kind, who)
+}
