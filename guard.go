@@ -249,8 +249,8 @@ func GuardKey(customer, currency string, amount int64, matchField string, metada
 type RefusalArgs struct {
 	KeyID       string
 	Fingerprint string // the refused request's (Reservation.Fingerprint), counted by repeat_body; "" for none
-	Reason string // the refusal's message, kept as the suspension's reason when it trips
-	Now    time.Time
+	Reason      string // the refusal's message, kept as the suspension's reason when it trips
+	Now         time.Time
 }
 
 // GuardService keeps what the breaker decides on outside a reservation and

@@ -81,8 +81,8 @@ type Key struct {
 	RevokedAt       *time.Time `json:"revoked_at"`
 	SuspendedAt     *time.Time `json:"suspended_at"`     // set by a breaker rule (or an operator); cleared by resuming
 	SuspendedReason string     `json:"suspended_reason"` // why, for the error and the console
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
 }
 
 // Location returns the key's calendar zone, UTC when Timezone is empty.
