@@ -34,7 +34,9 @@ const OverrideHeader = "Keybrake-Allow-Duplicate"
 // a reservation made on the same key within WindowSeconds that was not
 // released (it is reserved, held, uncertain or settled), when it carries a
 // different Idempotency-Key: the same key is a replay, not a duplicate.
-// Requests naming neither customer nor payment method are not compared.
+// Without MatchMetadata, requests naming no customer (nor payment method,
+// source, charge or payment intent) are not compared; with it, requests
+// without the metadata field are not.
 type DuplicateGuard struct {
 	WindowSeconds int64  `json:"window_seconds"`
 	MatchMetadata string `json:"match_metadata,omitempty"` // compare metadata[MatchMetadata] instead of the amount
@@ -229,13 +231,15 @@ func (k *Key) suspendedError() *Error {
 
 // GuardKey returns what the duplicate guard compares for a request: the
 // customer (or payment method), the currency and either the amount or,
-// when matchField is set, that metadata field's value. It returns "" when
-// there is nothing to compare: no customer, or the metadata field absent.
+// when matchField is set, that metadata field's value (then with or
+// without a customer: the field names the business object, e.g. an
+// invoice or billing event). It returns "" when there is nothing to
+// compare: no customer to compare amounts of, or the metadata field absent.
 func GuardKey(customer, currency string, amount int64, matchField string, metadata map[string]string) string {
-	if customer == "" {
-		return ""
-	}
 	if matchField == "" {
+		if customer == "" {
+			return ""
+		}
 		return fmt.Sprintf("%s|%s|amount=%d", customer, currency, amount)
 	}
 	v, ok := metadata[matchField]
