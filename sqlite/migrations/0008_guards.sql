@@ -16,6 +16,7 @@ ALTER TABLE reservations ADD COLUMN dup_key TEXT NOT NULL DEFAULT '';
 CREATE INDEX reservations_key_time ON reservations (key_id, created_at);
 CREATE INDEX reservations_dup ON reservations (key_id, dup_key, created_at) WHERE dup_key <> '';
 CREATE INDEX reservations_customer ON reservations (key_id, customer, created_at) WHERE customer <> '';
+CREATE INDEX reservations_fingerprint ON reservations (key_id, fingerprint, created_at);
 
 -- guard_refusals are the recent cap and policy refusals of keys whose
 -- breaker counts them (refusal_burst, and repeat_body: a refused repeat is
