@@ -75,11 +75,14 @@ type Key struct {
 	AllowUnpriced     bool              `json:"allow_unpriced"`
 	AllowSecretReads  bool              `json:"allow_secret_reads"`
 	Metadata          map[string]string `json:"metadata"`
+	Guards            *Guards           `json:"guards"` // nil: no guards (guard.go)
 
-	ExpiresAt *time.Time `json:"expires_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	ExpiresAt       *time.Time `json:"expires_at"`
+	RevokedAt       *time.Time `json:"revoked_at"`
+	SuspendedAt     *time.Time `json:"suspended_at"`     // set by a breaker rule (or an operator); cleared by resuming
+	SuspendedReason string     `json:"suspended_reason"` // why, for the error and the console
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
 }
 
 // Location returns the key's calendar zone, UTC when Timezone is empty.
@@ -103,6 +106,9 @@ func (k *Key) Usable(now time.Time) error {
 	}
 	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
 		return Errorf(EUNAUTHORIZED, "This vault key (%s…) expired at %s.", k.SecretPrefix, k.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if k.SuspendedAt != nil {
+		return k.suspendedError()
 	}
 	return nil
 }
@@ -151,6 +157,7 @@ type KeyUpdate struct {
 	AllowUnpriced     *bool
 	AllowSecretReads  *bool
 	Metadata          *map[string]string
+	Guards            *Guards // a zero Guards removes every guard
 	SetExpiresAt      bool
 	ExpiresAt         *time.Time
 }
@@ -200,6 +207,13 @@ func (k *Key) Apply(upd KeyUpdate) {
 	}
 	if upd.Metadata != nil {
 		k.Metadata = *upd.Metadata
+	}
+	if upd.Guards != nil {
+		k.Guards = nil
+		if !upd.Guards.IsZero() {
+			g := *upd.Guards
+			k.Guards = &g
+		}
 	}
 	if upd.SetExpiresAt {
 		k.ExpiresAt = nil

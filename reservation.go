@@ -44,6 +44,9 @@ type Reservation struct {
 	ObjectID       string          `json:"object_id,omitempty"`
 	UpstreamStatus int             `json:"upstream_status,omitempty"`
 	Attempts       int             `json:"attempts"`
+	Customer       string          `json:"customer,omitempty"` // the customer, else the payment method, the request names: what velocity limits count per customer
+	DupKey         string          `json:"-"`                  // what the duplicate guard compares (GuardKey), "" for nothing
+	Override       bool            `json:"-"`                  // the request asks past the duplicate guard (OverrideHeader); honoured only if the key allows it
 	LeaseOwner     string          `json:"-"`
 	LeaseUntil     time.Time       `json:"-"`
 	CreatedAt      time.Time       `json:"created_at"`
@@ -83,6 +86,9 @@ type ReserveResult struct {
 	Replay bool
 	// OverCap is set, and nothing recorded, when a cap would be exceeded.
 	OverCap *OverCap
+	// Guard is set, and nothing reserved, when one of the key's guards
+	// refuses the reservation (guard.go); the caps held.
+	Guard *GuardRefusal
 }
 
 // SettleArgs moves a reservation to a new state.
@@ -168,6 +174,7 @@ type Store interface {
 	StatsService
 	AuditChainService
 	AlertService
+	GuardService
 	// Ping returns EUNAVAILABLE if the store cannot be reached.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.

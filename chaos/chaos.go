@@ -30,6 +30,12 @@ const (
 	// have spent it, later events are refused (lost, for a worker without a
 	// ledger to come back to them).
 	UnsafeCapped Strategy = "unsafe+cap"
+	// UnsafeGuarded is the seed's unsafe key with no ledger, through
+	// keybrake with a vault key that has no cap and only the
+	// duplicate-charge guard, matching the billing event's ID the seed's
+	// worker already puts in metadata: the guard turns the seed's
+	// duplicates into refusals, which the worker acknowledges.
+	UnsafeGuarded Strategy = "unsafe+guard"
 	// ContentKey sends billing.Key (business fields only) and nothing else:
 	// what Stripe's 24-hour idempotency alone gives.
 	ContentKey Strategy = "content-key"
@@ -43,7 +49,7 @@ const (
 )
 
 // Strategies lists every strategy in the order of the table.
-var Strategies = []Strategy{Unsafe, UnsafeCapped, ContentKey, KeyLedger, Full}
+var Strategies = []Strategy{Unsafe, UnsafeCapped, UnsafeGuarded, ContentKey, KeyLedger, Full}
 
 // ParseStrategies parses a comma-separated list of strategy names, or
 // "all"; letters (a) to (d) are accepted too.
@@ -67,8 +73,10 @@ func ParseStrategies(s string) ([]Strategy, error) {
 			st = Full
 		case "e", string(UnsafeCapped), "cap":
 			st = UnsafeCapped
+		case "f", string(UnsafeGuarded), "guard":
+			st = UnsafeGuarded
 		default:
-			return nil, fmt.Errorf("unknown strategy %q (want unsafe, unsafe+cap, content-key, key+ledger, keybrake, or all)", f)
+			return nil, fmt.Errorf("unknown strategy %q (want unsafe, unsafe+cap, unsafe+guard, content-key, key+ledger, keybrake, or all)", f)
 		}
 		if !slices.Contains(out, st) {
 			out = append(out, st)

@@ -47,6 +47,11 @@ func TestModes(t *testing.T) {
 					if r.ChargedCents*100 > r.ExpectedCents*110 {
 						t.Errorf("unsafe+cap: charged %d cents, cap is 110%% of %d: %+v", r.ChargedCents, r.ExpectedCents, r)
 					}
+				case chaos.UnsafeGuarded:
+					// The guard alone, no ledger: no duplicate charge.
+					if r.Duplicates != 0 || r.OverchargedCents != 0 {
+						t.Errorf("unsafe+guard: %d duplicates: %+v", r.Duplicates, r)
+					}
 				case chaos.Full:
 					if r.Duplicates != 0 || r.Lost != 0 || r.OverchargedCents != 0 {
 						t.Errorf("keybrake: %d duplicates, %d lost: %+v", r.Duplicates, r.Lost, r)

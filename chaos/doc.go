@@ -20,6 +20,10 @@
 //     key capped at the expected total × 1.10: the cap alone. It bounds
 //     what is charged; once duplicates have spent the margin, later events
 //     are refused and, with no ledger to come back to them, lost.
+//   - UnsafeGuarded: the Unsafe worker through keybrake with a vault key
+//     that has no cap and only the duplicate-charge guard, matching the
+//     billing event's ID the worker already puts in metadata: duplicates
+//     are refused (409) and acknowledged, never charged.
 //   - ContentKey: billing.Key from business fields, nothing else. Stripe's
 //     idempotency absorbs redeliveries for 24 hours, and only for 24 hours.
 //   - KeyLedger: billing.Processor with a SQLite ledger, the Stripe secret.

@@ -81,6 +81,10 @@ func (rep *Report) Failures() []string {
 			if r.ChargedCents*100 > r.ExpectedCents*110 {
 				out = append(out, fmt.Sprintf("%s: $%s charged through a vault key capped at 110%% of $%s", r.Mode, usd(r.ChargedCents), usd(r.ExpectedCents)))
 			}
+		case UnsafeGuarded:
+			if r.Duplicates != 0 || r.OverchargedCents != 0 {
+				out = append(out, fmt.Sprintf("%s: %d duplicates through a vault key with the duplicate guard", r.Mode, r.Duplicates))
+			}
 		case Full:
 			if r.Duplicates != 0 || r.Lost != 0 {
 				out = append(out, fmt.Sprintf("%s: keybrake made %d duplicates and lost %d charges", r.Mode, r.Duplicates, r.Lost))
@@ -128,7 +132,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 
 // strategyColors are the bar colours of the chart, from red (no layer) to
 // green (all three).
-var strategyColors = map[Strategy]string{Unsafe: "#d62728", UnsafeCapped: "#9467bd", ContentKey: "#ff7f0e", KeyLedger: "#bcbd22", Full: "#2ca02c"}
+var strategyColors = map[Strategy]string{Unsafe: "#d62728", UnsafeCapped: "#9467bd", UnsafeGuarded: "#17becf", ContentKey: "#ff7f0e", KeyLedger: "#bcbd22", Full: "#2ca02c"}
 
 // WriteSVG writes a self-contained bar chart: for every mode, one bar per
 // strategy, as tall as the duplicate and lost charges (lost hatched), on a

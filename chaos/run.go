@@ -181,7 +181,7 @@ func (r *run) setup() error {
 		next = &rawCharger{base: e.simSrv.URL, key: simSecret, client: r.h.client}
 	case ContentKey, KeyLedger:
 		next = &billing.StripeCharger{BaseURL: e.simSrv.URL, Key: simSecret, HTTPClient: r.h.client}
-	case UnsafeCapped:
+	case UnsafeCapped, UnsafeGuarded:
 		if err := r.startProxy(); err != nil {
 			return err
 		}
@@ -233,6 +233,10 @@ func (r *run) startProxy() error {
 	}
 	capCents := cents * 110 / 100
 	body := fmt.Sprintf(`{"label":"chaos %s","total_usd_cap":%d.%02d}`, r.mode.Name, capCents/100, capCents%100)
+	if r.strategy == UnsafeGuarded {
+		// The guard alone: no cap. A day's window covers every run.
+		body = fmt.Sprintf(`{"label":"chaos %s","guards":{"duplicate":{"window_seconds":86400,"match_metadata":%q}}}`, r.mode.Name, eventMeta)
+	}
 	req, _ := http.NewRequest("POST", p.URL()+"/vault/keys", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("Content-Type", "application/json")
@@ -310,7 +314,7 @@ func (r *run) process(ctx context.Context, body []byte, tag string) (v verdict) 
 		return verdict{kind: ack, event: idx}
 	}
 	key := ev.Key(namespace)
-	if r.strategy == Unsafe || r.strategy == UnsafeCapped {
+	if r.strategy == Unsafe || r.strategy == UnsafeCapped || r.strategy == UnsafeGuarded {
 		if r.mode.preflight {
 			// The seed's pre-flight: INSERT … ON CONFLICT DO NOTHING, and
 			// skip the event when the row was already there.
@@ -324,9 +328,10 @@ func (r *run) process(ctx context.Context, body []byte, tag string) (v verdict) 
 	_, err = r.charger.Charge(ctx, billing.ChargeRequest{Key: key, Amount: ev.Amount, Currency: ev.Currency, Source: ev.Source,
 		Description: ev.Description, Metadata: ev.Metadata})
 	var ce *billing.ChargeError
-	if errors.As(err, &ce) && ce.Code == "keybrake_spend_cap_exceeded" {
+	if errors.As(err, &ce) && (ce.Code == "keybrake_spend_cap_exceeded" || ce.Code == "keybrake_duplicate_charge") {
 		// The seed's worker has no ledger to come back to the event: the
-		// refusal is logged and the message acknowledged.
+		// refusal is logged and the message acknowledged. A duplicate's
+		// refusal means the event was charged before.
 		return verdict{kind: ack, event: idx}
 	}
 	if err != nil && billing.ClassOf(err) == billing.ClassTransient {

@@ -48,6 +48,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request, raw string) 
 		s.handleUpdateKey(w, r, parts[1])
 	case len(parts) == 3 && validID(parts[1]) && parts[2] == "revoke" && r.Method == http.MethodPost:
 		s.handleRevokeKey(w, r, parts[1])
+	case len(parts) == 3 && validID(parts[1]) && parts[2] == "resume" && r.Method == http.MethodPost:
+		s.handleResumeKey(w, r, parts[1])
 	case len(parts) == 3 && validID(parts[1]) && parts[2] == "events" && r.Method == http.MethodGet:
 		s.handleListEvents(w, r, parts[1])
 	default:
@@ -423,8 +425,14 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 			t = &v
 		}
 		upd.SetExpiresAt, upd.ExpiresAt = true, t
+	case "guards":
+		g, err := decodeGuards(raw) // resume.go
+		if err != nil {
+			return err
+		}
+		upd.Guards = g
 	default:
-		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, allow_secret_reads, metadata, expires_at.", name)
+		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, allow_secret_reads, metadata, expires_at, guards.", name)
 	}
 	return nil
 }

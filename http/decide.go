@@ -60,7 +60,7 @@ func (p *proxy) decide(ctx context.Context, c *call, form *stripe.Form, class st
 	if class == stripe.ClassUnpriced && !k.AllowUnpriced {
 		return keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake cannot price %s, which may move money, so this capped vault key refuses it (fail closed). An operator can set allow_unpriced on the key to permit it without counting it.", c.op.Name)
 	}
-	return nil
+	return p.checkRules(c, form, class) // field rules (fieldrules.go)
 }
 
 // endpointAllowed reports whether op matches an allowlist entry: an

@@ -25,6 +25,7 @@ type metrics struct {
 	resolves  *prometheus.CounterVec
 	exceeded  *prometheus.CounterVec
 	swept     *prometheus.CounterVec
+	guards    guardMetrics
 
 	alertsFired     *prometheus.CounterVec // see metrics_alerts.go
 	alertDeliveries *prometheus.CounterVec
@@ -62,6 +63,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.decisions, m.upstreams, m.latency, m.reservedM, m.resolves, m.exceeded, m.swept,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.guards = newGuardMetrics(m.reg)
 	return m
 }
 

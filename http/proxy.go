@@ -58,6 +58,7 @@ type call struct {
 	held      bool   // rsv is the hold of the object the request acts on, made by an earlier request
 	lock      string // the object this request has locked (HoldService.LockObject), "" for none
 	settled   bool
+	note      string // added to the audit reason (a guard overridden)
 }
 
 type callKey struct{}
@@ -285,6 +286,7 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 			StripeVersion: c.env.Version,
 		},
 	}
+	guardInputs(r, c, form, rsv)
 	res, err := s.Store.Reserve(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: now})
 	if err != nil {
 		p.deny(w, r, c, storeError(err), nil)
@@ -292,6 +294,10 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 	}
 	if res.OverCap != nil {
 		p.overCap(w, r, c, res.OverCap)
+		return false
+	}
+	if res.Guard != nil {
+		p.guardRefused(w, r, c, res.Guard)
 		return false
 	}
 	c.rsv, c.replay = res.Reservation, res.Replay
@@ -390,7 +396,18 @@ func (p *proxy) deny(w http.ResponseWriter, r *http.Request, c *call, err error,
 	code := keybrake.ErrorCode(err)
 	p.s.metrics.decision(opName(c), code)
 	p.audit(r, c, keybrake.DecisionDeny, keybrake.ErrorMessage(err), 0, "")
+	if countsForBreaker(code) {
+		p.countRefusal(c, keybrake.ErrorMessage(err))
+	}
 	p.s.writeStripeError(w, r, err, detail)
+}
+
+// joinReason puts a call's note before the audit reason.
+func joinReason(note, reason string) string {
+	if note == "" || reason == "" {
+		return note + reason
+	}
+	return note + "; " + reason
 }
 
 func opName(c *call) string {
@@ -586,7 +603,7 @@ func (p *proxy) audit(r *http.Request, c *call, decision, reason string, status 
 		Method:         r.Method,
 		Path:           c.op.Path,
 		Decision:       decision,
-		Reason:         reason,
+		Reason:         joinReason(c.note, reason),
 		UpstreamStatus: status,
 		ObjectID:       objectID,
 		RequestID:      c.requestID,

@@ -20,6 +20,8 @@ func (p *proxy) unauthorized(w http.ResponseWriter, r *http.Request, c *call, ke
 	reason := "expired"
 	if now := p.s.Now(); key.RevokedAt != nil && !now.Before(*key.RevokedAt) {
 		reason = "revoked"
+	} else if key.SuspendedAt != nil && (key.ExpiresAt == nil || now.Before(*key.ExpiresAt)) {
+		reason = "suspended: " + key.SuspendedReason
 	}
 	p.s.metrics.decision(opName(c), keybrake.ErrorCode(err))
 	p.audit(r, c, keybrake.DecisionDeny, reason, 0, "")

@@ -15,7 +15,7 @@ const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	per_request_cap, daily_cap, monthly_cap, total_cap,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
-	allow_secret_reads`
+	allow_secret_reads, guards, suspended_at, suspended_reason`
 
 // defaultKeyLimit is the page size of FindKeys when the filter sets none.
 const defaultKeyLimit = 10
@@ -41,13 +41,13 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 		per_request_cap, daily_cap, monthly_cap, total_cap,
 		allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 		timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
-		allow_secret_reads)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+		allow_secret_reads, guards, suspended_at, suspended_reason)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`,
 		k.ID, k.Vendor, k.Label, k.SecretHash, k.SecretPrefix,
 		k.PerRequest, k.Daily, k.Monthly, k.Total,
 		k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
 		k.Timezone, k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt), ts(k.CreatedAt), ts(k.UpdatedAt),
-		k.AllowSecretReads)
+		k.AllowSecretReads, encodeGuards(k.Guards), tsPtr(k.SuspendedAt), k.SuspendedReason)
 	if err != nil {
 		return s.wrap("create key "+k.ID, err)
 	}
@@ -145,12 +145,12 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 			per_request_cap = $3, daily_cap = $4, monthly_cap = $5, total_cap = $6,
 			allowed_endpoints = $7, allowed_customers = $8, allowed_accounts = $9, allowed_currencies = $10,
 			allow_unpriced = $11, metadata = $12, expires_at = $13, updated_at = $14,
-			allow_secret_reads = $15
+			allow_secret_reads = $15, guards = $16
 			WHERE id = $1`,
 			id, k.Label, k.PerRequest, k.Daily, k.Monthly, k.Total,
 			k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
 			k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), ts(k.UpdatedAt),
-			k.AllowSecretReads)
+			k.AllowSecretReads, encodeGuards(k.Guards))
 		return err
 	})
 	if err != nil {
@@ -211,14 +211,19 @@ func validateKey(k *keybrake.Key) error {
 // scanKey reads one row of keyColumns.
 func scanKey(row pgx.Row) (*keybrake.Key, error) {
 	var k keybrake.Key
-	var meta []byte
+	var meta, guards []byte
 	err := row.Scan(&k.ID, &k.Vendor, &k.Label, &k.SecretHash, &k.SecretPrefix,
 		&k.PerRequest, &k.Daily, &k.Monthly, &k.Total,
 		&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies,
 		&k.Timezone, &k.AllowUnpriced, &meta, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &k.UpdatedAt,
-		&k.AllowSecretReads)
+		&k.AllowSecretReads, &guards, &k.SuspendedAt, &k.SuspendedReason)
 	if err != nil {
 		return nil, err
+	}
+	if guards != nil {
+		if err := json.Unmarshal(guards, &k.Guards); err != nil {
+			return nil, fmt.Errorf("key %s: guards: %w", k.ID, err)
+		}
 	}
 	if meta != nil {
 		if err := json.Unmarshal(meta, &k.Metadata); err != nil {
@@ -231,7 +236,7 @@ func scanKey(row pgx.Row) (*keybrake.Key, error) {
 // normalizeKeyTimes returns k with its times as the store keeps them.
 func normalizeKeyTimes(k *keybrake.Key) *keybrake.Key {
 	k.CreatedAt, k.UpdatedAt = ts(k.CreatedAt), ts(k.UpdatedAt)
-	k.ExpiresAt, k.RevokedAt = tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt)
+	k.ExpiresAt, k.RevokedAt, k.SuspendedAt = tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt), tsPtr(k.SuspendedAt)
 	return k
 }
 

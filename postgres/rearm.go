@@ -48,9 +48,12 @@ func (s *Store) Rearm(ctx context.Context, args keybrake.ReserveArgs) (keybrake.
 func (s *Store) rearm(ctx context.Context, tx pgx.Tx, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
 	var k keybrake.Key
 	var caps [4]*int64
-	err := tx.QueryRow(ctx, `SELECT secret_prefix, timezone, per_request_cap, daily_cap, monthly_cap, total_cap, expires_at, revoked_at
+	err := tx.QueryRow(ctx, `SELECT secret_prefix, timezone, per_request_cap, daily_cap, monthly_cap, total_cap, expires_at, revoked_at,
+		suspended_at, suspended_reason
 		FROM keys WHERE id = $1 FOR NO KEY UPDATE`, in.KeyID).Scan(
-		&k.SecretPrefix, &k.Timezone, &caps[0], &caps[1], &caps[2], &caps[3], &k.ExpiresAt, &k.RevokedAt)
+		&k.SecretPrefix, &k.Timezone, &caps[0], &caps[1], &caps[2], &caps[3], &k.ExpiresAt, &k.RevokedAt,
+		&k.SuspendedAt, &k.SuspendedReason)
+	k.ID = in.KeyID
 	if errors.Is(err, pgx.ErrNoRows) {
 		return keybrake.ReserveResult{}, keybrake.Errorf(keybrake.ENOTFOUND, "No such key: %s.", in.KeyID)
 	} else if err != nil {

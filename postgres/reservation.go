@@ -15,7 +15,8 @@ import (
 const reservationColumns = `id, seq, key_id, idempotency_key, fingerprint, operation,
 	amount, currency, micros, settled_micros, state, day, month,
 	req_method, req_path, req_body, req_stripe_account, req_stripe_version,
-	object_id, upstream_status, attempts, lease_owner, lease_until, created_at, updated_at`
+	object_id, upstream_status, attempts, lease_owner, lease_until, created_at, updated_at,
+	customer, dup_key`
 
 // Spend counter rows besides the calendar windows: the uncertain row tracks
 // the part of the total whose outcome is not known yet.
@@ -97,6 +98,8 @@ func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.
 			oc.ResetsAt = &t
 		}
 		return keybrake.ReserveResult{OverCap: oc}, nil
+	case "guard":
+		return keybrake.ReserveResult{Guard: out.guard}, nil
 	case "ok":
 		*in = r
 		return keybrake.ReserveResult{Reservation: in}, nil
@@ -314,7 +317,8 @@ func scanReservation(row pgx.Row) (*keybrake.Reservation, error) {
 	err := row.Scan(&r.ID, &seq, &r.KeyID, &r.IdempotencyKey, &r.Fingerprint, &r.Operation,
 		&r.Amount, &r.Currency, &micros, &settled, &r.State, &r.Day, &r.Month,
 		&r.Request.Method, &r.Request.Path, &body, &r.Request.StripeAccount, &r.Request.StripeVersion,
-		&r.ObjectID, &r.UpstreamStatus, &r.Attempts, &r.LeaseOwner, &leaseUntil, &r.CreatedAt, &r.UpdatedAt)
+		&r.ObjectID, &r.UpstreamStatus, &r.Attempts, &r.LeaseOwner, &leaseUntil, &r.CreatedAt, &r.UpdatedAt,
+		&r.Customer, &r.DupKey)
 	if err != nil {
 		return nil, err
 	}

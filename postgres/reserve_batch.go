@@ -32,6 +32,7 @@ type reserveOutcome struct {
 	window       *string
 	limit, spent *int64
 	replayID     *string
+	guard        *keybrake.GuardRefusal // status 'guard'
 }
 
 // keyQueue is this process's queue of reservations of one key (group
@@ -130,15 +131,40 @@ func batchContext(ctxs []context.Context) (context.Context, context.CancelFunc) 
 
 // reserveOne decides one reservation with keybrake_reserve.
 func (s *Store) reserveOne(ctx context.Context, r *keybrake.Reservation) (reserveOutcome, error) {
-	var out reserveOutcome
-	err := s.queryRow(ctx, `SELECT status, win, cap, spent, replay_id FROM keybrake_reserve(
-		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+	var (
+		out                    reserveOutcome
+		guard, rule, eid, eobj *string
+		eat, retry             *time.Time
+		glimit, gcount         *int32
+		suspended              *bool
+	)
+	err := s.queryRow(ctx, `SELECT status, win, cap, spent, replay_id,
+		guard, rule, earlier_id, earlier_object, earlier_at, g_limit, g_count, retry_at, suspended FROM keybrake_reserve(
+		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		r.ID, r.KeyID, r.IdempotencyKey, r.Fingerprint, r.Operation,
 		r.Amount, r.Currency, int64(r.Micros), r.Day, r.Month,
 		r.Request.Method, r.Request.Path, []byte(r.Request.Body), r.Request.StripeAccount, r.Request.StripeVersion,
-		r.CreatedAt).Scan(&out.status, &out.window, &out.limit, &out.spent, &out.replayID)
+		r.CreatedAt, r.Customer, r.DupKey, r.Override).Scan(&out.status, &out.window, &out.limit, &out.spent, &out.replayID,
+		&guard, &rule, &eid, &eobj, &eat, &glimit, &gcount, &retry, &suspended)
 	if pgCode(err) == codeUnusable {
 		return reserveOutcome{status: "unusable"}, nil
+	}
+	if err == nil && out.status == "guard" {
+		g := &keybrake.GuardRefusal{Guard: deref(guard), Rule: deref(rule), EarlierID: deref(eid), EarlierObjectID: deref(eobj)}
+		if eat != nil {
+			g.EarlierAt = ts(*eat)
+		}
+		if retry != nil {
+			g.RetryAt = ts(*retry)
+		}
+		if glimit != nil {
+			g.Limit = int(*glimit)
+		}
+		if gcount != nil {
+			g.Count = int(*gcount)
+		}
+		g.Suspended = suspended != nil && *suspended
+		out.guard = g
 	}
 	return out, err
 }
@@ -190,4 +216,12 @@ func (s *Store) reserveBatch(ctx context.Context, ops []*reserveOp) ([]reserveOu
 		amounts, currencies, micros,
 		methods, paths, bodies, accounts, versions, nows)
 	return outs, err
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

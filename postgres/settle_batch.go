@@ -124,7 +124,7 @@ func (s *Store) settleBatch(ctx context.Context, ops []*settleOp) error {
 			var ord int32
 			var status string
 			var message *string // NULL when ok
-			if err := rows.Scan(append([]any{&ord, &status, &message}, make([]any, 25)...)...); err != nil {
+			if err := rows.Scan(append([]any{&ord, &status, &message}, make([]any, len(strings.Split(reservationColumns, ",")))...)...); err != nil {
 				return err
 			}
 			if ord < 1 || int(ord) > n {

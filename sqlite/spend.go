@@ -18,7 +18,8 @@ import (
 const resColumns = `id, key_id, idempotency_key, fingerprint, operation, amount, currency,
 	micros, settled_micros, state, day, month,
 	req_method, req_path, req_body, req_account, req_version,
-	object_id, upstream_status, attempts, lease_owner, lease_until, created_at, updated_at`
+	object_id, upstream_status, attempts, lease_owner, lease_until, created_at, updated_at,
+	customer, dup_key`
 
 // The hot statements of a proxied request, prepared once at Open.
 var (
@@ -27,7 +28,7 @@ var (
 	// Idempotency-Key, and the counters of the day and month buckets
 	// (computed by the caller in the key's zone).
 	qReserveRead = `SELECT k.secret_prefix, k.timezone, k.cap_per_request, k.cap_daily, k.cap_monthly, k.cap_total,
-		k.expires_at, k.revoked_at,
+		k.expires_at, k.revoked_at, k.guards, k.suspended_at, k.suspended_reason,
 		(SELECT r.id FROM reservations r WHERE r.key_id = ?1 AND r.idempotency_key = ?2),
 		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'daily' AND bucket = ?3), 0),
 		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'monthly' AND bucket = ?4), 0),
@@ -36,7 +37,7 @@ var (
 	qReservationByID   = `SELECT ` + resColumns + ` FROM reservations WHERE id = ?`
 	qSpend             = spendQuery
 	qInsertReservation = `INSERT INTO reservations (` + resColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// qSettle moves an unresolved reservation to its new state; a final
 	// one matches no row. Amount and currency change only when a settlement
 	// names a currency, object ID and upstream status only when set.
@@ -96,7 +97,10 @@ func (s *Store) decide(ctx context.Context, args keybrake.ReserveArgs, op string
 		}
 		return keybrake.ReserveResult{}, err
 	}
-	if res.Replay || res.OverCap != nil {
+	if res.Guard != nil && res.Guard.Suspended {
+		s.notifyKey(in.KeyID)
+	}
+	if res.Replay || res.OverCap != nil || res.Guard != nil {
 		return res, nil
 	}
 	*in = *res.Reservation
@@ -131,6 +135,9 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 	}
 	if oc := overCap(st.key.Caps, st.spent, in.Micros, now, st.loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
+	}
+	if g, err := s.checkGuards(ctx, tx, &st.key, in, now); err != nil || g != nil {
+		return keybrake.ReserveResult{Guard: g}, err
 	}
 
 	r := *in
@@ -189,6 +196,8 @@ func (s *Store) readForReserve(ctx context.Context, tx *sql.Tx, in *keybrake.Res
 		st               reserveState
 		caps             [4]sql.NullInt64
 		expires, revoked sql.NullInt64
+		guards           string
+		suspended        sql.NullInt64
 		err              error
 	)
 	if st.loc, err = location(tz); err != nil {
@@ -198,6 +207,7 @@ func (s *Store) readForReserve(ctx context.Context, tx *sql.Tx, in *keybrake.Res
 	k := &st.key
 	err = s.txQueryRow(ctx, tx, qReserveRead, in.KeyID, in.IdempotencyKey, st.day, st.month).Scan(
 		&k.SecretPrefix, &k.Timezone, &caps[0], &caps[1], &caps[2], &caps[3], &expires, &revoked,
+		&guards, &suspended, &k.SuspendedReason,
 		&st.replayID, &st.spent.Day, &st.spent.Month, &st.spent.Total)
 	if err != nil {
 		return nil, wrapKeyErr(err, "reserve on key %s", in.KeyID)
@@ -209,7 +219,10 @@ func (s *Store) readForReserve(ctx context.Context, tx *sql.Tx, in *keybrake.Res
 			*p = &m
 		}
 	}
-	k.ExpiresAt, k.RevokedAt = timePtr(expires), timePtr(revoked)
+	k.ExpiresAt, k.RevokedAt, k.SuspendedAt = timePtr(expires), timePtr(revoked), timePtr(suspended)
+	if k.Guards, err = decodeGuards(guards); err != nil {
+		return nil, wrap(err, "reserve on key %s: decode guards", in.KeyID)
+	}
 	return &st, nil
 }
 
@@ -392,7 +405,8 @@ func reservationArgs(r *keybrake.Reservation) []any {
 	return []any{r.ID, r.KeyID, r.IdempotencyKey, r.Fingerprint, r.Operation, r.Amount, r.Currency,
 		int64(r.Micros), int64(r.SettledMicros), r.State, r.Day, r.Month,
 		r.Request.Method, r.Request.Path, r.Request.Body, r.Request.StripeAccount, r.Request.StripeVersion,
-		r.ObjectID, r.UpstreamStatus, r.Attempts, r.LeaseOwner, leaseUntil, r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro()}
+		r.ObjectID, r.UpstreamStatus, r.Attempts, r.LeaseOwner, leaseUntil, r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(),
+		r.Customer, r.DupKey}
 }
 
 // scanReservation reads one row of resColumns.
@@ -405,7 +419,8 @@ func scanReservation(row scanner) (*keybrake.Reservation, error) {
 	if err := row.Scan(&r.ID, &r.KeyID, &r.IdempotencyKey, &r.Fingerprint, &r.Operation, &r.Amount, &r.Currency,
 		&r.Micros, &r.SettledMicros, &r.State, &r.Day, &r.Month,
 		&r.Request.Method, &r.Request.Path, &r.Request.Body, &r.Request.StripeAccount, &r.Request.StripeVersion,
-		&r.ObjectID, &r.UpstreamStatus, &r.Attempts, &r.LeaseOwner, &leaseUntil, &created, &updated); err != nil {
+		&r.ObjectID, &r.UpstreamStatus, &r.Attempts, &r.LeaseOwner, &leaseUntil, &created, &updated,
+		&r.Customer, &r.DupKey); err != nil {
 		return nil, err
 	}
 	if leaseUntil.Valid {

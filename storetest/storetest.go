@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("AuditChain", func(t *testing.T) { testAuditChain(t, o) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, o) })
 	t.Run("Alerts", func(t *testing.T) { testAlerts(t, o) })
+	t.Run("Guards", func(t *testing.T) { testGuards(t, o) })
 }
 
 // opener is what the test groups receive: open plus the close cleanup.

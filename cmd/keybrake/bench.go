@@ -54,7 +54,7 @@ not absolute values, and run it twice.`, env)
 	fs.DurationVar(&c.Duration, "duration", 3*time.Second, "duration of each throughput measurement")
 	fs.StringVar(&conc, "concurrency", "1,64", "comma-separated client counts for the throughput measurements")
 	fs.BoolVar(&c.JSON, "json", false, "print the results as JSON")
-	ops := fs.String("ops", "get,charge", "what to measure: get (a passthrough read), charge (a capped charge), or both")
+	ops := fs.String("ops", "get,charge", "what to measure, comma-separated: get (a passthrough read), charge (a capped charge), guards (a capped charge on a key with all four guards vs the same key without, 3 runs)")
 	fs.IntVar(&c.CapCheck, "cap-check", 500, "after measuring, 64 clients race for a key capped at this many dollars ($1.00 charges): exactly that many must pass; 0 skips")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -69,8 +69,8 @@ not absolute values, and run it twice.`, env)
 	}
 	c.Ops = map[string]bool{}
 	for _, o := range strings.Split(*ops, ",") {
-		if o = strings.TrimSpace(o); o != "get" && o != "charge" {
-			return fmt.Errorf("invalid --ops %q: want get, charge or get,charge", *ops)
+		if o = strings.TrimSpace(o); o != "get" && o != "charge" && o != "guards" {
+			return fmt.Errorf("invalid --ops %q: want a list of get, charge, guards", *ops)
 		}
 		c.Ops[o] = true
 	}
@@ -346,6 +346,7 @@ type BenchResult struct {
 	Spend      string             `json:"settled_usd"`
 	CapCheck   *CapCheckResult    `json:"cap_check,omitempty"`
 	Expected   string             `json:"expected_usd"`
+	Guards     *GuardCost         `json:"guards,omitempty"`
 	Upstream   map[string]float64 `json:"-"`
 }
 
@@ -486,6 +487,11 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, erro
 		}
 		res.CapCheck = cc
 	}
+	if b.cfg.Ops["guards"] {
+		if res.Guards, err = b.guardCost(ctx, bases, progress); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
@@ -590,6 +596,9 @@ func (r *BenchResult) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "cap check: 64 clients, $1.00 charges, total cap $%d: %d succeeded, %d refused (429), %d other; settled $%s; %d new charges upstream: %s\n",
 			c.CapUSD, c.Succeeded, c.Refused, c.Other, c.SettledUSD, c.Upstream, verdict)
+	}
+	if r.Guards != nil {
+		r.Guards.print(w)
 	}
 }
 

@@ -40,7 +40,7 @@ Usage: keybrake chaos [flags]`, env)
 	var (
 		events     = fs.Int("events", envInt(env, "KEYBRAKE_CHAOS_EVENTS", chaos.DefaultEvents), "billing events per mode and strategy (KEYBRAKE_CHAOS_EVENTS)")
 		modes      = fs.String("modes", envDefault(env, "KEYBRAKE_CHAOS_MODES", "all"), "comma-separated modes or transports (nsq, jetstream, zmq), or all (KEYBRAKE_CHAOS_MODES)")
-		strategies = fs.String("strategies", envDefault(env, "KEYBRAKE_CHAOS_STRATEGIES", "all"), "comma-separated strategies (unsafe, unsafe+cap, content-key, key+ledger, keybrake), or all (KEYBRAKE_CHAOS_STRATEGIES)")
+		strategies = fs.String("strategies", envDefault(env, "KEYBRAKE_CHAOS_STRATEGIES", "all"), "comma-separated strategies (unsafe, unsafe+cap, unsafe+guard, content-key, key+ledger, keybrake), or all (KEYBRAKE_CHAOS_STRATEGIES)")
 		seed       = fs.Uint64("seed", envUint(env, "KEYBRAKE_CHAOS_SEED", 1), "seed of the events and of the faults (KEYBRAKE_CHAOS_SEED)")
 		fraction   = fs.Float64("fraction", envFloat(env, "KEYBRAKE_CHAOS_FRACTION", chaos.DefaultFraction), "share of events that get the mode's fault (KEYBRAKE_CHAOS_FRACTION)")
 		jsonFile   = fs.String("json", envDefault(env, "KEYBRAKE_CHAOS_JSON", ""), "also write the report as JSON to this file, - for stdout (KEYBRAKE_CHAOS_JSON)")

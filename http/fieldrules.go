@@ -1,0 +1,221 @@
+package http
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common"
+	"github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/parser"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/stripe"
+)
+
+// Field rules are CEL expressions (github.com/google/cel-go) on the parsed
+// request; every rule of a key that applies to the operation must be true.
+// The variables, the same for every operation (a parameter the request does
+// not send is absent: test it with has()):
+//
+//	operation               string  the operation's name, e.g. "charges.create"
+//	account                 string  the Stripe-Account acted on, "" for the platform
+//	amount                  int     the amount parameter, in minor units
+//	application_fee_amount  int
+//	currency                string  lower case
+//	customer, payment_method, description, statement_descriptor,
+//	on_behalf_of, capture_method, confirm      string
+//	metadata                map(string, string), empty when none is sent
+//	transfer_data           map(string, dyn)
+//	request                 map(string, dyn): every parameter, nested as sent
+//
+// has(name) with a bare name tests whether the request sent the top-level
+// parameter: !has(transfer_data) is has(request.transfer_data) negated.
+// Reading an absent variable is an error, and an error refuses the request
+// (fail closed): write has(amount) && amount <= 5000 for an optional one.
+const (
+	ruleCostLimit      = 10_000 // CEL cost units per evaluation; a rule on a Stripe request costs tens
+	ruleRecursionLimit = 32
+	ruleSizeLimit      = 512 // CEL AST nodes per expression
+)
+
+var ruleStrings = []string{"currency", "customer", "payment_method", "description", "statement_descriptor", "on_behalf_of", "capture_method", "confirm"}
+
+var ruleInts = []string{"amount", "application_fee_amount"}
+
+// ruleEnv is the CEL environment every field rule compiles in.
+var ruleEnv = sync.OnceValues(func() (*cel.Env, error) {
+	opts := []cel.EnvOption{
+		cel.Variable("operation", cel.StringType),
+		cel.Variable("account", cel.StringType),
+		cel.Variable("metadata", cel.MapType(cel.StringType, cel.StringType)),
+		cel.Variable("transfer_data", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("request", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Macros(parser.NewGlobalMacro("has", 1, hasParam)),
+		cel.ParserRecursionLimit(ruleRecursionLimit),
+		cel.ParserExpressionSizeLimit(2048),
+	}
+	for _, n := range ruleStrings {
+		opts = append(opts, cel.Variable(n, cel.StringType))
+	}
+	for _, n := range ruleInts {
+		opts = append(opts, cel.Variable(n, cel.IntType))
+	}
+	return cel.NewEnv(opts...)
+})
+
+// hasParam expands has(name) to has(request.name), and has(a.b) as CEL does.
+func hasParam(eh parser.ExprHelper, target ast.Expr, args []ast.Expr) (ast.Expr, *common.Error) {
+	if args[0].Kind() == ast.IdentKind {
+		return eh.NewPresenceTest(eh.NewIdent("request"), args[0].AsIdent()), nil
+	}
+	return parser.MakeHas(eh, target, args)
+}
+
+// compiledRule is a field rule ready to evaluate.
+type compiledRule struct {
+	rule keybrake.FieldRule
+	prg  cel.Program
+}
+
+// compiledRules caches compiled rule sets by their JSON, shared by every
+// key with the same rules; bounded like the key cache.
+var compiledRules = struct {
+	sync.Mutex
+	m map[string][]compiledRule
+}{m: map[string][]compiledRule{}}
+
+// CompileRules compiles and type-checks rules. Returns EINVALID naming the
+// first bad rule (guards.rules[i].expr) with CEL's message, which gives
+// the line and column.
+func CompileRules(rules []keybrake.FieldRule) ([]compiledRule, error) {
+	env, err := ruleEnv()
+	if err != nil {
+		return nil, fmt.Errorf("field rules environment: %w", err)
+	}
+	out := make([]compiledRule, 0, len(rules))
+	for i, r := range rules {
+		param := fmt.Sprintf("guards.rules[%d].expr", i)
+		a, iss := env.Compile(r.Expr)
+		if iss.Err() != nil {
+			return nil, keybrake.ErrorParam(param, "Field rule %q does not compile: %s", r.Name, strings.TrimSpace(iss.Err().Error()))
+		}
+		if a.OutputType() != cel.BoolType {
+			return nil, keybrake.ErrorParam(param, "Field rule %q is of type %s; a rule must be a condition (bool).", r.Name, a.OutputType())
+		}
+		if n := countNodes(a.NativeRep().Expr()); n > ruleSizeLimit {
+			return nil, keybrake.ErrorParam(param, "Field rule %q has %d nodes; at most %d are allowed.", r.Name, n, ruleSizeLimit)
+		}
+		prg, err := env.Program(a, cel.CostLimit(ruleCostLimit), cel.InterruptCheckFrequency(100), cel.EvalOptions(cel.OptOptimize))
+		if err != nil {
+			return nil, keybrake.ErrorParam(param, "Field rule %q: %s", r.Name, err)
+		}
+		out = append(out, compiledRule{rule: r, prg: prg})
+	}
+	return out, nil
+}
+
+func countNodes(e ast.Expr) int {
+	n := 0
+	v := ast.NewExprVisitor(func(ast.Expr) { n++ })
+	ast.PostOrderVisit(e, v)
+	return n
+}
+
+// rulesOf returns the key's compiled rules, compiling once per rule set.
+func rulesOf(g *keybrake.Guards) ([]compiledRule, error) {
+	b, _ := json.Marshal(g.Rules)
+	compiledRules.Lock()
+	rs, ok := compiledRules.m[string(b)]
+	compiledRules.Unlock()
+	if ok {
+		return rs, nil
+	}
+	rs, err := CompileRules(g.Rules)
+	if err != nil {
+		return nil, err
+	}
+	compiledRules.Lock()
+	if len(compiledRules.m) >= keyCacheSize {
+		compiledRules.m = map[string][]compiledRule{}
+	}
+	compiledRules.m[string(b)] = rs
+	compiledRules.Unlock()
+	return rs, nil
+}
+
+// checkRules evaluates the key's field rules on the request and returns
+// EFORBIDDEN naming the first that is false or cannot be evaluated.
+func (p *proxy) checkRules(c *call, form *stripe.Form, class stripe.Class) error {
+	g := c.key.Guards
+	if g == nil || len(g.Rules) == 0 {
+		return nil
+	}
+	rs, err := rulesOf(g)
+	if err != nil {
+		// Stored rules were compiled when set; one that no longer
+		// compiles (an older keybrake) refuses, never passes.
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: the key's field rules do not compile (%s).", c.op.Name, keybrake.ErrorMessage(err))
+	}
+	vars := ruleVars(c, form)
+	for _, r := range rs {
+		if !appliesTo(r.rule.Operations, c.op.Name, class) {
+			continue
+		}
+		out, _, err := r.prg.Eval(vars)
+		if err == nil {
+			if ok, isBool := out.Value().(bool); isBool && ok {
+				continue
+			}
+			p.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
+			return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) is false for this request. Nothing was sent to Stripe.", c.op.Name, r.rule.Name, r.rule.Expr)}
+		}
+		p.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
+		return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) could not be evaluated on this request (%s), so it refuses (fail closed). Nothing was sent to Stripe.", c.op.Name, r.rule.Name, r.rule.Expr, err)}
+	}
+	return nil
+}
+
+// appliesTo reports whether a rule for ops applies to op: the operations
+// named, or when none is named, every operation that may move money
+// (priced or unpriced), so a rule on amount does not refuse reads.
+func appliesTo(ops []string, op string, class stripe.Class) bool {
+	if len(ops) == 0 {
+		return class == stripe.ClassPriced || class == stripe.ClassUnpriced
+	}
+	return contains(ops, op)
+}
+
+// ruleVars binds the variables of a request; absent parameters stay unbound.
+func ruleVars(c *call, form *stripe.Form) map[string]any {
+	vars := map[string]any{"operation": c.op.Name, "account": c.account, "request": map[string]any{}, "metadata": map[string]string{}}
+	if form == nil {
+		return vars
+	}
+	vars["request"] = form.Tree
+	if md := form.Map("metadata"); md != nil {
+		vars["metadata"] = md
+	}
+	if td, ok := form.Tree["transfer_data"].(map[string]any); ok {
+		vars["transfer_data"] = td
+	}
+	for _, n := range ruleStrings {
+		if v, ok := form.Get(n); ok {
+			if n == "currency" {
+				v = strings.ToLower(v)
+			}
+			vars[n] = v
+		}
+	}
+	for _, n := range ruleInts {
+		if v, ok := form.Get(n); ok {
+			if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+				vars[n] = i
+			}
+		}
+	}
+	return vars
+}

@@ -1,0 +1,50 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// handleResumeKey clears a key's suspension (POST /vault/keys/{id}/resume):
+// the next request on every replica is decided again.
+func (s *Server) handleResumeKey(w http.ResponseWriter, r *http.Request, id string) {
+	k, err := s.Store.ResumeKey(r.Context(), id, s.Now().UTC().Truncate(time.Microsecond))
+	if err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
+	s.evictKey(k.ID)
+	s.logger().Info("vault key resumed", "key_id", k.ID)
+	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key"})
+}
+
+// decodeGuards reads the admin API's guards field strictly: unknown fields
+// are an error, every number is checked, and every field rule is compiled
+// and type-checked, so a bad rule is refused when it is set (naming the
+// rule and CEL's line and column), never when a request meets it. null or
+// {} removes every guard.
+func decodeGuards(raw json.RawMessage) (*keybrake.Guards, error) {
+	g := &keybrake.Guards{}
+	if string(raw) == "null" {
+		return g, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(g); err != nil {
+		return nil, keybrake.ErrorParam("guards", "guards is not valid: %s. Fields: duplicate {window_seconds, match_metadata, allow_override}, velocity [{name, per, operations, limit, window_seconds}], rules [{name, expr, operations}], breaker {refusal_burst, refusal_window_seconds, repeat_body, repeat_window_seconds, spend_multiple, spend_window_seconds, baseline_seconds}.", err)
+	}
+	if dec.More() {
+		return nil, keybrake.ErrorParam("guards", "guards must be one JSON object.")
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := CompileRules(g.Rules); err != nil {
+		return nil, err
+	}
+	return g, nil
+}

@@ -1,0 +1,131 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/keybrake/keybrake"
+)
+
+var _ keybrake.GuardService = (*Store)(nil)
+
+// CountRefusal records a refusal on the key and suspends it if its breaker
+// trips, under the key row lock, so replicas counting refusals of one key
+// at once see each other's. See keybrake.GuardService.
+func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bool, error) {
+	now := args.Now
+	if now.IsZero() && s.Now != nil {
+		now = s.Now()
+	} else if now.IsZero() {
+		now = time.Now()
+	}
+	now = ts(now)
+	var suspended bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var (
+			raw []byte
+			at  *time.Time
+		)
+		err := tx.QueryRow(ctx, `SELECT guards, suspended_at FROM keys WHERE id = $1 FOR NO KEY UPDATE`, args.KeyID).Scan(&raw, &at)
+		if err != nil {
+			return notFound(err, "No such key: %s.", args.KeyID)
+		}
+		var g keybrake.Guards
+		if raw != nil {
+			if err := json.Unmarshal(raw, &g); err != nil {
+				return fmt.Errorf("key %s: guards: %w", args.KeyID, err)
+			}
+		}
+		b := g.Breaker
+		if b == nil || at != nil {
+			return nil
+		}
+		keep := keybrake.Window(max(b.RefusalWindowSeconds, b.RepeatWindowSeconds))
+		if _, err := tx.Exec(ctx, `DELETE FROM guard_refusals WHERE key_id = $1 AND at <= $2`, args.KeyID, now.Add(-keep)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO guard_refusals (key_id, at, fingerprint) VALUES ($1, $2, $3)`, args.KeyID, now, args.Fingerprint); err != nil {
+			return err
+		}
+		reason := ""
+		if b.RefusalBurst > 0 {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM guard_refusals WHERE key_id = $1 AND at > $2`,
+				args.KeyID, now.Add(-keybrake.Window(b.RefusalWindowSeconds))).Scan(&n); err != nil {
+				return err
+			}
+			if n >= b.RefusalBurst {
+				reason = fmt.Sprintf("breaker %s: %d refusals within %ds, the last: %s", keybrake.BreakerRefusals, n, b.RefusalWindowSeconds, truncate(args.Reason, 200))
+			}
+		}
+		if reason == "" && b.RepeatBody > 0 && args.Fingerprint != "" {
+			var n int
+			since := now.Add(-keybrake.Window(b.RepeatWindowSeconds))
+			if err := tx.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM reservations WHERE key_id = $1 AND created_at > $3 AND fingerprint = $2) +
+				(SELECT count(*) FROM guard_refusals WHERE key_id = $1 AND at > $3 AND fingerprint = $2)`,
+				args.KeyID, args.Fingerprint, since).Scan(&n); err != nil {
+				return err
+			}
+			if n >= b.RepeatBody {
+				reason = fmt.Sprintf("breaker %s: the same request %d times within %ds under different Idempotency-Keys", keybrake.BreakerRepeat, n, b.RepeatWindowSeconds)
+			}
+		}
+		if reason == "" {
+			return nil
+		}
+		suspended = true
+		_, err = tx.Exec(ctx, `UPDATE keys SET suspended_at = $2, suspended_reason = $3, updated_at = $2 WHERE id = $1`, args.KeyID, now, reason)
+		return err
+	})
+	if err != nil {
+		return false, s.wrap("count refusal on "+args.KeyID, err)
+	}
+	return suspended, nil
+}
+
+// SuspendKey suspends the key; suspending twice keeps the first time and
+// reason. Returns ENOTFOUND for an unknown key.
+func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time) (*keybrake.Key, error) {
+	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE keys
+		SET suspended_reason = CASE WHEN suspended_at IS NULL THEN $3 ELSE suspended_reason END,
+		    updated_at = CASE WHEN suspended_at IS NULL THEN $2 ELSE updated_at END,
+		    suspended_at = COALESCE(suspended_at, $2)
+		WHERE id = $1 RETURNING `+keyColumns, id, ts(now), reason))
+	if err != nil {
+		return nil, s.wrap("suspend key "+id, notFound(err, "No such key: %s.", id))
+	}
+	return k, nil
+}
+
+// ResumeKey clears the key's suspension. Returns ENOTFOUND for an unknown
+// key.
+func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
+	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE keys
+		SET updated_at = CASE WHEN suspended_at IS NULL THEN updated_at ELSE $2 END,
+		    suspended_at = NULL, suspended_reason = ''
+		WHERE id = $1 RETURNING `+keyColumns, id, ts(now)))
+	if err != nil {
+		return nil, s.wrap("resume key "+id, notFound(err, "No such key: %s.", id))
+	}
+	return k, nil
+}
+
+// encodeGuards is the guards column: NULL for none.
+func encodeGuards(g *keybrake.Guards) []byte {
+	if g.IsZero() {
+		return nil
+	}
+	b, _ := json.Marshal(g) // plain structs: cannot fail
+	return b
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

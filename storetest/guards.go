@@ -1,0 +1,360 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// MustCreateGuardedKey stores a key with caps and guards or fails the test.
+func MustCreateGuardedKey(tb testing.TB, s keybrake.Store, id string, caps keybrake.Caps, g *keybrake.Guards) *keybrake.Key {
+	tb.Helper()
+	k := NewKey(id)
+	k.Caps, k.Guards = caps, g
+	return MustCreateKey(tb, s, k)
+}
+
+// NewCharge returns a reservation of a charge of m for customer, with the
+// duplicate guard's match on the amount.
+func NewCharge(keyID, idem, customer string, m keybrake.Micros) *keybrake.Reservation {
+	r := NewReservation(keyID, idem, m)
+	r.Customer = customer
+	r.DupKey = keybrake.GuardKey(customer, r.Currency, r.Amount, "", nil)
+	r.Fingerprint = fmt.Sprintf("fp-%s-%d", customer, m)
+	return r
+}
+
+func reserveGuarded(tb testing.TB, s keybrake.Store, r *keybrake.Reservation, now time.Time) keybrake.ReserveResult {
+	tb.Helper()
+	res, err := s.Reserve(context.Background(), keybrake.ReserveArgs{Reservation: r, Now: now})
+	if err != nil {
+		tb.Fatalf("Reserve %s: %v", r.IdempotencyKey, err)
+	}
+	return res
+}
+
+func testGuards(t *testing.T, open opener) {
+	ctx := context.Background()
+	dup := &keybrake.Guards{Duplicate: &keybrake.DuplicateGuard{WindowSeconds: 3600, AllowOverride: true}}
+
+	t.Run("KeyRoundTrip", func(t *testing.T) {
+		s := open(t)
+		g := &keybrake.Guards{
+			Duplicate: &keybrake.DuplicateGuard{WindowSeconds: 600, MatchMetadata: "billing_period"},
+			Velocity:  []keybrake.VelocityLimit{{Name: "per_customer_day", Per: keybrake.PerCustomer, Operations: []string{"charges.create"}, Limit: 3, WindowSeconds: 86400}},
+			Rules:     []keybrake.FieldRule{{Name: "small", Expr: "amount <= 5000"}},
+			Breaker:   &keybrake.Breaker{RefusalBurst: 5, RefusalWindowSeconds: 60},
+		}
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, g)
+		if got := mustFindKey(t, s, "key_a"); got.Guards == nil || got.Guards.Velocity[0].Limit != 3 || got.Guards.Duplicate.MatchMetadata != "billing_period" || got.Guards.Rules[0].Expr != "amount <= 5000" {
+			t.Fatalf("guards read back as %+v", got.Guards)
+		}
+		k, err := s.UpdateKey(ctx, "key_a", keybrake.KeyUpdate{Guards: &keybrake.Guards{}}, T0)
+		if err != nil || k.Guards != nil {
+			t.Fatalf("UpdateKey removing guards: %v, %+v", err, k)
+		}
+		if got := mustFindKey(t, s, "key_a"); got.Guards != nil {
+			t.Fatalf("guards after removal: %+v", got.Guards)
+		}
+	})
+
+	t.Run("Duplicate", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, dup)
+		first := reserveGuarded(t, s, NewCharge("key_a", "i1", "cus_1", USD(10)), T0)
+		if first.Guard != nil || first.Reservation == nil {
+			t.Fatalf("first charge: %+v", first)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "i1", "cus_1", USD(10)), T0.Add(time.Second)); !res.Replay {
+			t.Fatalf("same Idempotency-Key: want a replay, got %+v", res)
+		}
+		res := reserveGuarded(t, s, NewCharge("key_a", "i2", "cus_1", USD(10)), T0.Add(time.Minute))
+		if g := res.Guard; g == nil || g.Guard != keybrake.GuardDuplicate || g.EarlierID != first.Reservation.ID || !g.EarlierAt.Equal(T0) {
+			t.Fatalf("duplicate: want a refusal naming %s, got %+v", first.Reservation.ID, res.Guard)
+		}
+		// Another amount, another customer: not duplicates.
+		if res := reserveGuarded(t, s, NewCharge("key_a", "i3", "cus_1", USD(11)), T0.Add(time.Minute)); res.Guard != nil {
+			t.Fatalf("other amount refused: %+v", res.Guard)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "i4", "cus_2", USD(10)), T0.Add(time.Minute)); res.Guard != nil {
+			t.Fatalf("other customer refused: %+v", res.Guard)
+		}
+		// The override, allowed by the key.
+		r := NewCharge("key_a", "i5", "cus_1", USD(10))
+		r.Override = true
+		if res := reserveGuarded(t, s, r, T0.Add(time.Minute)); res.Guard != nil {
+			t.Fatalf("override refused: %+v", res.Guard)
+		}
+		// After the window, and after a release, it passes again.
+		if res := reserveGuarded(t, s, NewCharge("key_a", "i6", "cus_2", USD(10)), T0.Add(2*time.Hour)); res.Guard != nil {
+			t.Fatalf("after the window: %+v", res.Guard)
+		}
+		late := reserveGuarded(t, s, NewCharge("key_a", "i7", "cus_3", USD(10)), T0)
+		MustSettle(t, s, keybrake.SettleArgs{ID: late.Reservation.ID, State: keybrake.StateReleased, UpstreamStatus: 402, Now: T0})
+		if res := reserveGuarded(t, s, NewCharge("key_a", "i8", "cus_3", USD(10)), T0.Add(time.Second)); res.Guard != nil {
+			t.Fatalf("after a decline: %+v", res.Guard)
+		}
+	})
+
+	t.Run("DuplicateOverrideNotAllowed", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Duplicate: &keybrake.DuplicateGuard{WindowSeconds: 60}})
+		reserveGuarded(t, s, NewCharge("key_a", "i1", "cus_1", USD(10)), T0)
+		r := NewCharge("key_a", "i2", "cus_1", USD(10))
+		r.Override = true
+		if res := reserveGuarded(t, s, r, T0); res.Guard == nil {
+			t.Fatalf("override on a key that does not allow it passed")
+		}
+	})
+
+	t.Run("Velocity", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Velocity: []keybrake.VelocityLimit{
+			{Name: "three_a_day", Per: keybrake.PerCustomer, Operations: []string{"charges.create"}, Limit: 3, WindowSeconds: 86400},
+			{Name: "five_a_minute", Per: keybrake.PerKey, Limit: 5, WindowSeconds: 60},
+		}})
+		for i := range 3 {
+			if res := reserveGuarded(t, s, NewCharge("key_a", fmt.Sprintf("a%d", i), "cus_1", USD(int64(i+1))), T0.Add(time.Duration(i)*time.Second)); res.Guard != nil {
+				t.Fatalf("charge %d refused: %+v", i, res.Guard)
+			}
+		}
+		res := reserveGuarded(t, s, NewCharge("key_a", "a3", "cus_1", USD(9)), T0.Add(10*time.Second))
+		if g := res.Guard; g == nil || g.Rule != "three_a_day" || g.Count != 3 || !g.RetryAt.Equal(T0.Add(24*time.Hour)) {
+			t.Fatalf("fourth charge of the day: %+v", res.Guard)
+		}
+		// Refunds are not charges: the per-customer limit does not count them.
+		r := NewCharge("key_a", "r1", "cus_1", USD(1))
+		r.Operation = "refunds.create"
+		if res := reserveGuarded(t, s, r, T0.Add(11*time.Second)); res.Guard != nil {
+			t.Fatalf("refund refused: %+v", res.Guard)
+		}
+		// The key's five a minute: 4 so far, one more passes, then none.
+		if res := reserveGuarded(t, s, NewCharge("key_a", "b1", "cus_2", USD(1)), T0.Add(12*time.Second)); res.Guard != nil {
+			t.Fatalf("fifth in the minute refused: %+v", res.Guard)
+		}
+		res = reserveGuarded(t, s, NewCharge("key_a", "b2", "cus_3", USD(1)), T0.Add(13*time.Second))
+		if g := res.Guard; g == nil || g.Rule != "five_a_minute" || !g.RetryAt.Equal(T0.Add(time.Minute)) {
+			t.Fatalf("sixth in the minute: %+v", res.Guard)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "b3", "cus_3", USD(1)), T0.Add(time.Minute)); res.Guard != nil {
+			t.Fatalf("at Retry-After: %+v", res.Guard)
+		}
+	})
+
+	t.Run("BreakerRepeat", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{RepeatBody: 3, RepeatWindowSeconds: 60}})
+		for i := range 2 {
+			r := NewCharge("key_a", fmt.Sprintf("i%d", i), "cus_1", USD(1))
+			if res := reserveGuarded(t, s, r, T0); res.Guard != nil {
+				t.Fatalf("repeat %d refused: %+v", i, res.Guard)
+			}
+		}
+		res := reserveGuarded(t, s, NewCharge("key_a", "i2", "cus_1", USD(1)), T0)
+		if g := res.Guard; g == nil || g.Rule != keybrake.BreakerRepeat || !g.Suspended {
+			t.Fatalf("third repeat: %+v", res.Guard)
+		}
+		k := mustFindKey(t, s, "key_a")
+		if k.SuspendedAt == nil || k.Usable(T0) == nil || keybrake.ErrorCode(k.Usable(T0)) != keybrake.EFORBIDDEN {
+			t.Fatalf("key not suspended: %+v", k)
+		}
+		if _, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewCharge("key_a", "other", "cus_9", USD(1)), Now: T0}); keybrake.ErrorCode(err) != keybrake.EFORBIDDEN {
+			t.Fatalf("Reserve on a suspended key: %v", err)
+		}
+		if k, err := s.ResumeKey(ctx, "key_a", T0); err != nil || k.SuspendedAt != nil {
+			t.Fatalf("ResumeKey: %v %+v", err, k)
+		}
+		if _, err := s.ResumeKey(ctx, "key_nope", T0); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
+			t.Fatalf("ResumeKey unknown: %v", err)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "other", "cus_9", USD(1)), T0); res.Guard != nil {
+			t.Fatalf("after resume: %+v", res.Guard)
+		}
+	})
+
+	t.Run("BreakerSpendRate", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{SpendMultiple: 10, SpendWindowSeconds: 3600, BaselineSeconds: 11 * 3600}})
+		// No baseline: never trips.
+		reserveGuarded(t, s, NewCharge("key_a", "i0", "cus_1", USD(100)), T0)
+		// Baseline: $100 over 10 hours is $10 an hour; $100 in the next hour is 10x, not over.
+		now := T0.Add(5 * time.Hour)
+		if res := reserveGuarded(t, s, NewCharge("key_a", "i1", "cus_1", USD(99)), now); res.Guard != nil {
+			t.Fatalf("at 9.9x: %+v", res.Guard)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "i2", "cus_1", USD(1)), now); res.Guard != nil {
+			t.Fatalf("at exactly 10x: %+v", res.Guard)
+		}
+		res := reserveGuarded(t, s, NewCharge("key_a", "i3", "cus_2", keybrake.Micros(1)), now)
+		if g := res.Guard; g == nil || g.Rule != keybrake.BreakerSpendRate || !g.Suspended {
+			t.Fatalf("over 10x: %+v", res.Guard)
+		}
+	})
+
+	t.Run("BreakerRefusalBurst", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{RefusalBurst: 3, RefusalWindowSeconds: 10}})
+		for i, at := range []time.Duration{0, 11 * time.Second, 12 * time.Second} {
+			got, err := s.CountRefusal(ctx, keybrake.RefusalArgs{KeyID: "key_a", Reason: "over cap", Now: T0.Add(at)})
+			if err != nil || got {
+				t.Fatalf("refusal %d: suspended %v, %v", i, got, err)
+			}
+		}
+		got, err := s.CountRefusal(ctx, keybrake.RefusalArgs{KeyID: "key_a", Reason: "over cap", Now: T0.Add(13 * time.Second)})
+		if err != nil || !got {
+			t.Fatalf("third refusal in 10s: suspended %v, %v", got, err)
+		}
+		if k := mustFindKey(t, s, "key_a"); k.SuspendedAt == nil || k.SuspendedReason == "" {
+			t.Fatalf("key not suspended: %+v", k)
+		}
+		if _, err := s.CountRefusal(ctx, keybrake.RefusalArgs{KeyID: "key_nope", Now: T0}); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
+			t.Fatalf("unknown key: %v", err)
+		}
+	})
+
+	t.Run("Suspend", func(t *testing.T) {
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		k, err := s.SuspendKey(ctx, "key_a", "by hand", T0)
+		if err != nil || k.SuspendedAt == nil || !k.SuspendedAt.Equal(T0) || k.SuspendedReason != "by hand" {
+			t.Fatalf("SuspendKey: %v %+v", err, k)
+		}
+		if k, _ = s.SuspendKey(ctx, "key_a", "again", T0.Add(time.Hour)); !k.SuspendedAt.Equal(T0) || k.SuspendedReason != "by hand" {
+			t.Fatalf("second SuspendKey changed it: %+v", k)
+		}
+		if _, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewReservation("key_a", "i", USD(1)), Now: T0}); keybrake.ErrorCode(err) != keybrake.EFORBIDDEN {
+			t.Fatalf("Reserve on suspended key: %v", err)
+		}
+		if _, err := s.SuspendKey(ctx, "key_nope", "x", T0); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
+			t.Fatalf("SuspendKey unknown: %v", err)
+		}
+	})
+
+	// 200 concurrent charges, one key: the guards are exact.
+	t.Run("Duplicate200", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, dup)
+		var ok, refused atomic.Int64
+		run200(t, func(i int) error {
+			res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewCharge("key_a", fmt.Sprintf("i%d", i), fmt.Sprintf("cus_%d", i%10), USD(10)), Now: T0})
+			if err == nil && res.Guard != nil {
+				refused.Add(1)
+			} else if err == nil {
+				ok.Add(1)
+			}
+			return err
+		})
+		if ok.Load() != 10 || refused.Load() != 190 {
+			t.Fatalf("passed %d, refused %d; want 10 and 190 (one per customer)", ok.Load(), refused.Load())
+		}
+	})
+	t.Run("Velocity200", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Velocity: []keybrake.VelocityLimit{
+			{Name: "per_customer", Per: keybrake.PerCustomer, Limit: 3, WindowSeconds: 86400},
+			{Name: "per_key", Per: keybrake.PerKey, Limit: 60, WindowSeconds: 60},
+		}})
+		var ok atomic.Int64
+		perCustomer := make([]atomic.Int64, 40)
+		run200(t, func(i int) error {
+			res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewCharge("key_a", fmt.Sprintf("i%d", i), fmt.Sprintf("cus_%d", i%40), USD(int64(i+1))), Now: T0})
+			if err == nil && res.Guard == nil {
+				ok.Add(1)
+				perCustomer[i%40].Add(1)
+			}
+			return err
+		})
+		if ok.Load() != 60 {
+			t.Fatalf("passed %d; want 60 (the key's limit)", ok.Load())
+		}
+		for c := range perCustomer {
+			if n := perCustomer[c].Load(); n > 3 {
+				t.Fatalf("customer %d passed %d times; limit 3", c, n)
+			}
+		}
+	})
+	t.Run("Repeat200", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{RepeatBody: 5, RepeatWindowSeconds: 60}})
+		var ok, suspended, forbidden atomic.Int64
+		run200(t, func(i int) error {
+			res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewCharge("key_a", fmt.Sprintf("i%d", i), "cus_1", USD(1)), Now: T0})
+			switch {
+			case keybrake.ErrorCode(err) == keybrake.EFORBIDDEN:
+				forbidden.Add(1)
+				return nil
+			case err == nil && res.Guard != nil && res.Guard.Suspended:
+				suspended.Add(1)
+			case err == nil:
+				ok.Add(1)
+			}
+			return err
+		})
+		if ok.Load() != 4 || suspended.Load() != 1 || forbidden.Load() != 195 {
+			t.Fatalf("passed %d, tripped %d, refused as suspended %d; want 4, 1, 195", ok.Load(), suspended.Load(), forbidden.Load())
+		}
+	})
+	// Guards only ever refuse more: with a cap, whatever passes with the
+	// guards also passes the cap alone, and the cap holds.
+	t.Run("NeverLooserThanCap", func(t *testing.T) {
+		for seed := range uint64(5) {
+			rng := rand.New(rand.NewPCG(seed, 14))
+			s := open(t)
+			capped := keybrake.Caps{Total: Ptr(USD(200))}
+			MustCreateGuardedKey(t, s, "key_g", capped, &keybrake.Guards{
+				Duplicate: &keybrake.DuplicateGuard{WindowSeconds: 600},
+				Velocity:  []keybrake.VelocityLimit{{Name: "v", Per: keybrake.PerCustomer, Limit: 4, WindowSeconds: 300}},
+			})
+			MustCreateCappedKey(t, s, "key_c", "UTC", capped)
+			now := T0
+			for i := range 150 {
+				now = now.Add(time.Duration(rng.IntN(20)) * time.Second)
+				m := USD(int64(1 + rng.IntN(8)))
+				cus := fmt.Sprintf("cus_%d", rng.IntN(6))
+				idem := fmt.Sprintf("i%d", i)
+				g := reserveGuarded(t, s, NewCharge("key_g", idem, cus, m), now)
+				c := reserveGuarded(t, s, NewCharge("key_c", idem, cus, m), now)
+				if g.Guard == nil && g.OverCap == nil && c.OverCap != nil {
+					// key_g spent no more than key_c so far, so the cap
+					// alone refusing means key_g's cap must refuse too.
+					t.Fatalf("seed %d, request %d: the guarded key let through what the cap alone refused", seed, i)
+				}
+				if c.OverCap == nil && g.Reservation == nil {
+					// key_g refused: drop key_c's to keep them comparable.
+					MustSettle(t, s, keybrake.SettleArgs{ID: c.Reservation.ID, State: keybrake.StateReleased, UpstreamStatus: 400, Now: now})
+				}
+			}
+			if sp := MustSpend(t, s, "key_g", now, time.UTC); sp.Total > USD(200) {
+				t.Fatalf("seed %d: guarded key spent %s over its cap", seed, sp.Total)
+			}
+		}
+	})
+}
+
+// run200 runs fn(i) for i in [0, 200) at once and fails on any error.
+func run200(t *testing.T, fn func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	start := make(chan struct{})
+	for i := range 200 {
+		wg.Go(func() {
+			<-start
+			if err := fn(i); err != nil {
+				errs <- err
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("%v", err)
+	}
+}
