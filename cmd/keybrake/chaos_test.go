@@ -25,7 +25,7 @@ func TestChaos(t *testing.T) {
 	}
 	s := out.String()
 	for _, want := range []string{"duplicates", "over-cap refused", "USD overcharged", "claim-crash", "producer-twice",
-		"keybrake", "[10/10] producer-twice", "seed 5, 20 events per row"} {
+		"keybrake", "[12/12] producer-twice", "unsafe+guard", "seed 5, 20 events per row"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
