@@ -38,7 +38,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	b, err := os.ReadFile(jsonFile)
-	if err != nil || json.Unmarshal(b, &rep) != nil || rep.Seed != 5 || len(rep.Rows) != 10 {
+	if err != nil || json.Unmarshal(b, &rep) != nil || rep.Seed != 5 || len(rep.Rows) != 12 {
 		t.Fatalf("JSON report: %v %s", err, b)
 	}
 	for _, f := range []string{svgFile, htmlFile} {
