@@ -81,6 +81,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 	s := p.s
 	c := &call{start: s.Now(), requestID: randomID("kbreq_", 20)}
 	w.Header().Set("Keybrake-Request-Id", c.requestID)
+	if !s.checkAuthLimit(w, r, true) {
+		return
+	}
 
 	key, err := p.authenticate(r)
 	if err != nil {

@@ -12,6 +12,9 @@ import (
 // is only counted.
 func (p *proxy) unauthorized(w http.ResponseWriter, r *http.Request, c *call, key *keybrake.Key, err error) {
 	if key == nil {
+		if keybrake.ErrorCode(err) == keybrake.EUNAUTHORIZED {
+			p.s.authFailed(r, "vault key missing, malformed or unknown") // never the presented secret
+		}
 		p.s.metrics.decision("unknown", "unauthorized")
 		p.s.writeStripeError(w, r, err, nil)
 		return
