@@ -76,8 +76,14 @@ type Key struct {
 	AllowSecretReads  bool              `json:"allow_secret_reads"`
 	Metadata          map[string]string `json:"metadata"`
 
-	ExpiresAt *time.Time `json:"expires_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	RevokedAt   *time.Time `json:"revoked_at"`
+	SuspendedAt *time.Time `json:"suspended_at"` // refused while set; ResumeKey clears it
+
+	// PreviousSecretHash is the hash of the vault key a rotation replaced;
+	// it authenticates until PreviousSecretExpiresAt, then never again.
+	PreviousSecretHash      string     `json:"-"`
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 }
@@ -103,6 +109,9 @@ func (k *Key) Usable(now time.Time) error {
 	}
 	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
 		return Errorf(EUNAUTHORIZED, "This vault key (%s…) expired at %s.", k.SecretPrefix, k.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if k.SuspendedAt != nil {
+		return Errorf(EUNAUTHORIZED, "This vault key (%s…) is suspended since %s; an admin can resume it.", k.SecretPrefix, k.SuspendedAt.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

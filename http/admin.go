@@ -81,7 +81,8 @@ func present(k *keybrake.Key) *keybrake.Key {
 type keyView struct {
 	*keybrake.Key
 	Object   string   `json:"object"`
-	VaultKey string   `json:"vault_key,omitempty"` // only in the response to creation
+	VaultKey string   `json:"vault_key,omitempty"` // only in the response to creation or rotation
+	Status   string   `json:"status,omitempty"`
 	Budget   *budget  `json:"budget,omitempty"`
 	Notices  []string `json:"notices,omitempty"` // defaults creation chose, for the operator to see
 }
@@ -122,26 +123,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
-	limit, err := parseLimit(r)
-	if err != nil {
-		s.writeAdminError(w, r, err)
-		return
-	}
-	after := r.URL.Query().Get("starting_after")
-	if after != "" && !validID(after) {
-		s.writeAdminError(w, r, keybrake.ErrorParam("starting_after", "starting_after %q is not a key id.", after))
-		return
-	}
-	keys, more, err := s.Store.FindKeys(r.Context(), keybrake.KeyFilter{Limit: limit, StartingAfter: after})
-	if err != nil {
-		s.writeAdminError(w, r, err)
-		return
-	}
-	data := make([]keyView, len(keys))
-	for i, k := range keys {
-		data[i] = keyView{Key: present(k), Object: "vault_key"}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "has_more": more})
+	s.listKeys(w, r) // keylist.go: filters and cursor pagination
 }
 
 func (s *Server) handleGetKey(w http.ResponseWriter, r *http.Request, id string) {
@@ -155,7 +137,7 @@ func (s *Server) handleGetKey(w http.ResponseWriter, r *http.Request, id string)
 		s.writeAdminError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key", Budget: b})
+	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key", Budget: b, Status: k.Status(s.Now())})
 }
 
 func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id string) {

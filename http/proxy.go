@@ -167,11 +167,15 @@ func (p *proxy) authenticate(r *http.Request) (*keybrake.Key, error) {
 	if !strings.HasPrefix(secret, keybrake.VaultKeyPrefix) || len(secret) > 128 {
 		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s. keybrake only accepts vault keys (vault_key_…); the real Stripe secret stays with keybrake.", redact(secret))
 	}
-	k, err := p.s.findKey(r.Context(), HashSecret(secret))
+	hash := HashSecret(secret)
+	k, err := p.s.findKey(r.Context(), hash)
 	if keybrake.ErrorCode(err) == keybrake.ENOTFOUND {
 		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s.", redact(secret))
 	} else if err != nil {
 		return nil, storeError(err)
+	}
+	if err := k.AcceptsSecret(hash, p.s.Now()); err != nil {
+		return k, err
 	}
 	if err := k.Usable(p.s.Now()); err != nil {
 		return k, err

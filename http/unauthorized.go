@@ -2,6 +2,7 @@ package http
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/keybrake/keybrake"
 )
@@ -20,9 +21,9 @@ func (p *proxy) unauthorized(w http.ResponseWriter, r *http.Request, c *call, ke
 		return
 	}
 	c.key = key
-	reason := "expired"
-	if now := p.s.Now(); key.RevokedAt != nil && !now.Before(*key.RevokedAt) {
-		reason = "revoked"
+	reason := key.Status(p.s.Now())
+	if strings.Contains(keybrake.ErrorMessage(err), "was rotated") {
+		reason = "rotated" // a previous secret past its grace period
 	}
 	p.s.metrics.decision(opName(c), keybrake.ErrorCode(err))
 	p.audit(r, c, keybrake.DecisionDeny, reason, 0, "")

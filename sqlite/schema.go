@@ -30,3 +30,7 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	}
 	return nil
 }
+
+// suspendedAbort is the message of migration 0005's triggers, which refuse
+// a new reservation of a suspended key in the transaction that makes it.
+const suspendedAbort = "keybrake: vault key suspended"

@@ -318,6 +318,10 @@ func wrap(err error, format string, args ...any) error {
 		return err
 	}
 	what := fmt.Sprintf(format, args...)
+	if strings.Contains(err.Error(), suspendedAbort) {
+		// The trigger of migration 0005: a reservation of a suspended key.
+		return keybrake.Errorf(keybrake.EUNAUTHORIZED, "This vault key is suspended; an admin can resume it.")
+	}
 	if unavailable(err) {
 		return &unavailableError{what: what, err: err}
 	}

@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("Event", func(t *testing.T) { testEvents(t, o) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, o) })
 	t.Run("Admin", func(t *testing.T) { testAdmin(t, o) })
+	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, o) })
 }
 
 // opener is what the test groups receive: open plus the close cleanup.

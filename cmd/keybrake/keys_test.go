@@ -12,8 +12,8 @@ import (
 // keybrake keys drives the admin API of a running serve: create, show,
 // update, list, revoke, events, and precise errors for bad use.
 func TestKeys(t *testing.T) {
-	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys"})
-	vars := map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys", "KEYBRAKE_URL": m.HTTP.URL()}
+	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys_4f1c9e0b7a2d8c3e5f60"})
+	vars := map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys_4f1c9e0b7a2d8c3e5f60", "KEYBRAKE_URL": m.HTTP.URL()}
 	var stderr *syncBuffer
 	run := func(args ...string) (string, error) {
 		env, out := testEnv(vars)

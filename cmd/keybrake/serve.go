@@ -42,6 +42,7 @@ type ServeConfig struct {
 	SimState         string        // --sim-state, KEYBRAKE_SIM_STATE
 	LogLevel         string        // --log-level, KEYBRAKE_LOG_LEVEL
 	LogFormat        string        // --log-format, KEYBRAKE_LOG_FORMAT
+	Listen           ListenConfig  // TLS, the admin listener, limits (serve_listen.go)
 }
 
 // ServeMain is `keybrake serve`: ParseFlags, then Run, then Close. Tests
@@ -101,11 +102,12 @@ Environment only (secrets are kept out of the process list):
 	fs.StringVar(&c.SimState, "sim-state", envDefault(env, "KEYBRAKE_SIM_STATE", ""), "file where the in-process simulator keeps its state across restarts (KEYBRAKE_SIM_STATE)")
 	fs.StringVar(&c.LogLevel, "log-level", envDefault(env, "KEYBRAKE_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (KEYBRAKE_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envDefault(env, "KEYBRAKE_LOG_FORMAT", c.LogFormat), "text or json (KEYBRAKE_LOG_FORMAT)")
+	c.Listen.flags(fs, env)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+		return fmt.Errorf("serve takes no arguments, got %q (flags start with --)", fs.Args())
 	}
 	c.StripeSecret = strings.TrimSpace(env.Getenv("STRIPE_SECRET_KEY"))
 	c.AdminToken = strings.TrimSpace(env.Getenv("KEYBRAKE_ADMIN_TOKEN"))
@@ -176,6 +178,9 @@ func (m *ServeMain) validate() (stripe.Rates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid --rates (KEYBRAKE_RATES): %s", keybrake.ErrorMessage(err))
 	}
+	if err := c.Listen.validate(c.AdminToken); err != nil {
+		return nil, err
+	}
 	return rates, nil
 }
 
@@ -215,15 +220,18 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		s.UpstreamKey = m.Config.StripeSecret
 	}
 	s.AdminToken = m.Config.AdminToken
-	if s.AdminToken == "" {
+	if s.AdminToken == "" && m.Config.Listen.AdminTokensFile == "" {
 		s.AdminToken = "kbadm_" + randomHex(24)
-		fmt.Fprintf(m.Env.Stderr, "KEYBRAKE_ADMIN_TOKEN is not set; the admin token for this run is:\n\n    %s\n\n", s.AdminToken)
+		fmt.Fprintf(m.Env.Stderr, "KEYBRAKE_ADMIN_TOKEN is not set; the admin token for this run (a new one at every start; set KEYBRAKE_ADMIN_TOKEN to keep one) is:\n\n    %s\n\n", s.AdminToken)
+	}
+	if err := m.Config.Listen.apply(s); err != nil {
+		return err
 	}
 	m.HTTP = s
 	if err := s.Open(); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
-	m.logger.Info("keybrake serving", "url", s.URL(), "proxy", s.URL()+"/stripe", "admin", s.URL()+"/vault/keys", "store", storeKind(m.Config.DB), "upstream", s.Upstream.Redacted())
+	m.logger.Info("keybrake serving", "version", Version, "url", s.URL(), "proxy", s.URL()+"/stripe", "admin", s.AdminURL()+"/vault/keys", "store", storeKind(m.Config.DB), "upstream", s.Upstream.Redacted())
 	return nil
 }
 
@@ -312,6 +320,7 @@ func runServe(ctx context.Context, args []string, env Env) error {
 		m.Close()
 		return err
 	}
+	m.reloadOnHangup(ctx)
 	<-ctx.Done()
 	m.logger.Info("shutting down: finishing in-flight requests")
 	return m.Close()

@@ -28,3 +28,14 @@ ALTER TABLE keys ADD COLUMN suspended_at INTEGER;
 ALTER TABLE keys ADD COLUMN prev_secret_hash TEXT;
 ALTER TABLE keys ADD COLUMN prev_secret_until INTEGER;
 CREATE UNIQUE INDEX keys_prev_secret_hash ON keys (prev_secret_hash) WHERE prev_secret_hash IS NOT NULL;
+
+-- The backstop of suspension, as Reserve's own check is of revocation: a
+-- new reservation (or a released one reserved again) of a suspended key is
+-- refused in the transaction that would make it.
+CREATE TRIGGER reservations_refuse_suspended BEFORE INSERT ON reservations
+WHEN (SELECT suspended_at FROM keys WHERE id = NEW.key_id) IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'keybrake: vault key suspended'); END;
+
+CREATE TRIGGER reservations_rearm_suspended BEFORE UPDATE OF state ON reservations
+WHEN OLD.state = 'released' AND NEW.state = 'reserved' AND (SELECT suspended_at FROM keys WHERE id = NEW.key_id) IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'keybrake: vault key suspended'); END;
