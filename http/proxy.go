@@ -586,6 +586,7 @@ func (p *proxy) audit(r *http.Request, c *call, decision, reason string, status 
 	if c.key == nil {
 		return
 	}
+	defer p.logAccess(r, c, decision, reason, status)
 	e := &keybrake.Event{
 		KeyID:          c.key.ID,
 		Time:           p.s.Now().UTC().Truncate(time.Microsecond),

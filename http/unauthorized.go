@@ -17,6 +17,7 @@ func (p *proxy) unauthorized(w http.ResponseWriter, r *http.Request, c *call, ke
 			p.s.authFailed(r, "vault key missing, malformed or unknown") // never the presented secret
 		}
 		p.s.metrics.decision("unknown", "unauthorized")
+		p.logAccess(r, c, keybrake.DecisionDeny, keybrake.ErrorCode(err), 0)
 		p.s.writeStripeError(w, r, err, nil)
 		return
 	}
