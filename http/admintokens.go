@@ -16,8 +16,6 @@ import (
 func (s *Server) serveAdminMore(w http.ResponseWriter, r *http.Request, raw string) {
 	parts := strings.Split(strings.TrimPrefix(raw, "/vault/"), "/")
 	switch {
-	case raw == "/vault/openapi.json" && r.Method == http.MethodGet:
-		s.serveOpenAPI(w, r)
 	case len(parts) == 1 && parts[0] == "admin_tokens" && r.Method == http.MethodGet:
 		s.handleListAdminTokens(w, r)
 	case len(parts) == 1 && parts[0] == "admin_tokens" && r.Method == http.MethodPost:
