@@ -231,7 +231,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	if err := s.Open(); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
-	m.logger.Info("keybrake serving", "version", Version, "url", s.URL(), "proxy", s.URL()+"/stripe", "admin", s.AdminURL()+"/vault/keys", "store", storeKind(m.Config.DB), "upstream", s.Upstream.Redacted())
+	m.logger.Info("keybrake serving", "url", s.URL(), "proxy", s.URL()+"/stripe", "admin", s.AdminURL()+"/vault/keys", "store", storeKind(m.Config.DB), "upstream", s.Upstream.Redacted(), "version", Version)
 	return nil
 }
 
