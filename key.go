@@ -79,10 +79,15 @@ type Key struct {
 
 	ExpiresAt       *time.Time `json:"expires_at"`
 	RevokedAt       *time.Time `json:"revoked_at"`
-	SuspendedAt     *time.Time `json:"suspended_at"`     // set by a breaker rule (or an operator); cleared by resuming
+	SuspendedAt     *time.Time `json:"suspended_at"`     // refused while set (by a breaker rule or an operator); resuming clears it
 	SuspendedReason string     `json:"suspended_reason"` // why, for the error and the console
-	CreatedAt       time.Time  `json:"created_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
+
+	// PreviousSecretHash is the hash of the vault key a rotation replaced;
+	// it authenticates until PreviousSecretExpiresAt, then never again.
+	PreviousSecretHash      string     `json:"-"`
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
+	CreatedAt               time.Time  `json:"created_at"`
+	UpdatedAt               time.Time  `json:"updated_at"`
 }
 
 // Location returns the key's calendar zone, UTC when Timezone is empty.

@@ -3,7 +3,6 @@ package http
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,9 +29,12 @@ const (
 
 // serveAdmin routes the admin API. raw is the escaped path.
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request, raw string) {
-	if !s.adminAuthorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="keybrake admin"`)
-		s.writeAdminError(w, r, keybrake.Errorf(keybrake.EUNAUTHORIZED, "The admin API needs Authorization: Bearer <KEYBRAKE_ADMIN_TOKEN>."))
+	r, ok := s.adminGate(w, r, r.Method != http.MethodGet && r.Method != http.MethodHead)
+	if !ok {
+		return
+	}
+	if !strings.HasPrefix(raw, "/vault/keys") || (len(raw) > len("/vault/keys") && raw[len("/vault/keys")] != '/') {
+		s.serveAdminMore(w, r, raw)
 		return
 	}
 	parts := strings.Split(strings.TrimPrefix(raw, "/vault/keys"), "/")
@@ -48,10 +50,9 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request, raw string) 
 		s.handleUpdateKey(w, r, parts[1])
 	case len(parts) == 3 && validID(parts[1]) && parts[2] == "revoke" && r.Method == http.MethodPost:
 		s.handleRevokeKey(w, r, parts[1])
-	case len(parts) == 3 && validID(parts[1]) && parts[2] == "resume" && r.Method == http.MethodPost:
-		s.handleResumeKey(w, r, parts[1])
 	case len(parts) == 3 && validID(parts[1]) && parts[2] == "events" && r.Method == http.MethodGet:
 		s.handleListEvents(w, r, parts[1])
+	case len(parts) == 3 && validID(parts[1]) && r.Method == http.MethodPost && s.serveKeyLifecycle(w, r, parts[1], parts[2]):
 	default:
 		s.writeAdminError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "No admin route for %s %s.", r.Method, raw))
 	}
@@ -60,14 +61,6 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request, raw string) 
 var idPattern = regexp.MustCompile(`^vk_[0-9A-Za-z]{1,64}$`)
 
 func validID(s string) bool { return idPattern.MatchString(s) }
-
-func (s *Server) adminAuthorized(r *http.Request) bool {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(token), []byte(s.AdminToken)) == 1
-}
 
 // present returns a copy of k with empty lists and metadata as [] and {}
 // rather than null, so clients need no null checks.
@@ -88,7 +81,8 @@ func present(k *keybrake.Key) *keybrake.Key {
 type keyView struct {
 	*keybrake.Key
 	Object   string   `json:"object"`
-	VaultKey string   `json:"vault_key,omitempty"` // only in the response to creation
+	VaultKey string   `json:"vault_key,omitempty"` // only in the response to creation or rotation
+	Status   string   `json:"status,omitempty"`
 	Budget   *budget  `json:"budget,omitempty"`
 	Notices  []string `json:"notices,omitempty"` // defaults creation chose, for the operator to see
 }
@@ -119,7 +113,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		s.writeAdminError(w, r, err)
 		return
 	}
-	s.logger().Info("vault key created", "key_id", k.ID, "label", k.Label)
+	s.audited(r, "key.create", k.ID, keyDetail(fields))
 	b, err := s.budget(r.Context(), k, now)
 	if err != nil {
 		s.writeAdminError(w, r, err)
@@ -129,26 +123,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
-	limit, err := parseLimit(r)
-	if err != nil {
-		s.writeAdminError(w, r, err)
-		return
-	}
-	after := r.URL.Query().Get("starting_after")
-	if after != "" && !validID(after) {
-		s.writeAdminError(w, r, keybrake.ErrorParam("starting_after", "starting_after %q is not a key id.", after))
-		return
-	}
-	keys, more, err := s.Store.FindKeys(r.Context(), keybrake.KeyFilter{Limit: limit, StartingAfter: after})
-	if err != nil {
-		s.writeAdminError(w, r, err)
-		return
-	}
-	data := make([]keyView, len(keys))
-	for i, k := range keys {
-		data[i] = keyView{Key: present(k), Object: "vault_key"}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "has_more": more})
+	s.listKeys(w, r) // keylist.go: filters and cursor pagination
 }
 
 func (s *Server) handleGetKey(w http.ResponseWriter, r *http.Request, id string) {
@@ -162,7 +137,7 @@ func (s *Server) handleGetKey(w http.ResponseWriter, r *http.Request, id string)
 		s.writeAdminError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key", Budget: b})
+	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key", Budget: b, Status: k.Status(s.Now())})
 }
 
 func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id string) {
@@ -183,7 +158,7 @@ func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id stri
 		return
 	}
 	s.evictKey(k.ID)
-	s.logger().Info("vault key updated", "key_id", k.ID)
+	s.audited(r, "key.update", k.ID, keyDetail(fields))
 	b, err := s.budget(r.Context(), k, now)
 	if err != nil {
 		s.writeAdminError(w, r, err)
@@ -199,7 +174,7 @@ func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request, id stri
 		return
 	}
 	s.evictKey(k.ID)
-	s.logger().Info("vault key revoked", "key_id", k.ID)
+	s.audited(r, "key.revoke", k.ID, "")
 	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key"})
 }
 

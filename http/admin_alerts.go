@@ -29,9 +29,8 @@ import (
 //	GET    /vault/alerts/deliveries               the delivery log (?alert_id, ?endpoint_id, ?key_id, ?state, ?limit)
 //	GET    /vault/alerts/deliveries/{id}          one delivery with every attempt
 func (s *Server) serveAlertsAdmin(w http.ResponseWriter, r *http.Request, raw string) {
-	if !s.adminAuthorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="keybrake admin"`)
-		s.writeAdminError(w, r, keybrake.Errorf(keybrake.EUNAUTHORIZED, "The admin API needs Authorization: Bearer <KEYBRAKE_ADMIN_TOKEN>."))
+	r, ok := s.adminGate(w, r, r.Method != http.MethodGet)
+	if !ok {
 		return
 	}
 	parts := strings.Split(strings.TrimPrefix(raw, "/vault/alerts"), "/")[1:]

@@ -338,7 +338,7 @@ func TestAlerts_Metrics(t *testing.T) {
 	if err := e.Server.SendAlerts(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, out := e.Do(t, "GET", "/metrics", "", nil)
+	_, out := e.Do(t, "GET", "/metrics", "", map[string]string{"Authorization": "Bearer " + adminToken})
 	m := string(out)
 	for _, want := range []string{
 		`keybrake_alerts_fired_total{kind="threshold"} 3`,

@@ -570,7 +570,7 @@ func TestProxy_UnauthorizedAudited(t *testing.T) {
 		before := u.Count()
 		resp, out := e.DoRaw(t, "POST", "/stripe/v1/charges", charge, Header{"Authorization", "Bearer vault_key_doesnotexist000000000000000000"})
 		MustRefuse(t, u, before, resp, out, 401, "")
-		mresp, err := http.Get(e.Server.URL() + "/metrics")
+		mresp, err := e.Metrics()
 		if err != nil {
 			t.Fatal(err)
 		}

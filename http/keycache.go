@@ -20,11 +20,14 @@ type keyCache struct {
 	mu     sync.Mutex
 	gen    uint64 // bumped by every change, so a lookup racing a change is not cached
 	byHash map[string]*keybrake.Key
-	hashOf map[string]string // key ID → secret hash
+	// hashOf maps a key ID to every hash it is cached under: during a
+	// rotation's grace period a key is cached under its old secret and its
+	// new one, and a change must evict both.
+	hashOf map[string][]string
 }
 
 func newKeyCache() *keyCache {
-	return &keyCache{byHash: map[string]*keybrake.Key{}, hashOf: map[string]string{}}
+	return &keyCache{byHash: map[string]*keybrake.Key{}, hashOf: map[string][]string{}}
 }
 
 func (c *keyCache) get(hash string) (*keybrake.Key, uint64) {
@@ -41,10 +44,12 @@ func (c *keyCache) put(hash string, k *keybrake.Key, gen uint64) {
 		return
 	}
 	if len(c.byHash) >= keyCacheSize {
-		c.byHash, c.hashOf = map[string]*keybrake.Key{}, map[string]string{}
+		c.byHash, c.hashOf = map[string]*keybrake.Key{}, map[string][]string{}
+	}
+	if _, ok := c.byHash[hash]; !ok {
+		c.hashOf[k.ID] = append(c.hashOf[k.ID], hash)
 	}
 	c.byHash[hash] = k
-	c.hashOf[k.ID] = hash
 }
 
 // evict drops a key, or every key for id "".
@@ -53,13 +58,13 @@ func (c *keyCache) evict(id string) {
 	defer c.mu.Unlock()
 	c.gen++
 	if id == "" {
-		c.byHash, c.hashOf = map[string]*keybrake.Key{}, map[string]string{}
+		c.byHash, c.hashOf = map[string]*keybrake.Key{}, map[string][]string{}
 		return
 	}
-	if h, ok := c.hashOf[id]; ok {
+	for _, h := range c.hashOf[id] {
 		delete(c.byHash, h)
-		delete(c.hashOf, id)
 	}
+	delete(c.hashOf, id)
 }
 
 // findKey returns the key whose vault key hashes to hash, from the cache

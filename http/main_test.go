@@ -249,3 +249,14 @@ func NoLeak(tb testing.TB, b []byte) {
 		tb.Fatalf("upstream secret leaked: %s", b)
 	}
 }
+
+// Metrics fetches /metrics with the admin token: on a listener that serves
+// both the proxy and the admin API, the metrics are the admin's.
+func (e *Env) Metrics() (*http.Response, error) {
+	req, err := http.NewRequest("GET", e.Server.URL()+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	return http.DefaultClient.Do(req)
+}

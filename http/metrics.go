@@ -29,6 +29,7 @@ type metrics struct {
 
 	alertsFired     *prometheus.CounterVec // see metrics_alerts.go
 	alertDeliveries *prometheus.CounterVec
+	authFails *prometheus.CounterVec
 
 	mu    sync.Mutex
 	names map[string]bool
@@ -59,9 +60,12 @@ func newMetrics() *metrics {
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keybrake_holds_swept_total", Help: "Expired holds the sweeper ended, by the state it left them in.",
 		}, []string{"state"}),
+		authFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keybrake_auth_failures_total", Help: "Failed authentications (vault key or admin token), and requests refused because their address failed too often.",
+		}, []string{"result"}),
 		names: map[string]bool{},
 	}
-	m.reg.MustRegister(m.decisions, m.upstreams, m.latency, m.reservedM, m.resolves, m.exceeded, m.swept,
+	m.reg.MustRegister(m.decisions, m.upstreams, m.latency, m.reservedM, m.resolves, m.exceeded, m.swept, m.authFails,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m.guards = newGuardMetrics(m.reg)
 	return m
@@ -111,3 +115,7 @@ func (m *metrics) holdExceeded(op string) {
 func (m *metrics) holdSwept(state string) {
 	m.swept.WithLabelValues(state).Inc()
 }
+
+func (m *metrics) authRefused() { m.authFails.WithLabelValues("rate_limited").Inc() }
+
+func (m *metrics) authFailed() { m.authFails.WithLabelValues("failed").Inc() }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -164,7 +163,7 @@ func TestProxy_SecretNeverLeaks(t *testing.T) {
 	e.Sim.ClearFaults()
 	_, b := e.Admin(t, "GET", "/vault/keys/"+id+"/events?limit=100", "")
 	all = append(all, b...)
-	resp, err := http.Get(e.Server.URL() + "/metrics")
+	resp, err := e.Metrics()
 	if err != nil {
 		t.Fatal(err)
 	}

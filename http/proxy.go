@@ -82,6 +82,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 	s := p.s
 	c := &call{start: s.Now(), requestID: randomID("kbreq_", 20)}
 	w.Header().Set("Keybrake-Request-Id", c.requestID)
+	if !s.checkAuthLimit(w, r, true) {
+		return
+	}
 
 	key, err := p.authenticate(r)
 	if err != nil {
@@ -165,11 +168,15 @@ func (p *proxy) authenticate(r *http.Request) (*keybrake.Key, error) {
 	if !strings.HasPrefix(secret, keybrake.VaultKeyPrefix) || len(secret) > 128 {
 		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s. keybrake only accepts vault keys (vault_key_…); the real Stripe secret stays with keybrake.", redact(secret))
 	}
-	k, err := p.s.findKey(r.Context(), HashSecret(secret))
+	hash := HashSecret(secret)
+	k, err := p.s.findKey(r.Context(), hash)
 	if keybrake.ErrorCode(err) == keybrake.ENOTFOUND {
 		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s.", redact(secret))
 	} else if err != nil {
 		return nil, storeError(err)
+	}
+	if err := k.AcceptsSecret(hash, p.s.Now()); err != nil {
+		return k, err
 	}
 	if err := k.Usable(p.s.Now()); err != nil {
 		return k, err
@@ -596,6 +603,7 @@ func (p *proxy) audit(r *http.Request, c *call, decision, reason string, status 
 	if c.key == nil {
 		return
 	}
+	defer p.logAccess(r, c, decision, reason, status)
 	e := &keybrake.Event{
 		KeyID:          c.key.ID,
 		Time:           p.s.Now().UTC().Truncate(time.Microsecond),

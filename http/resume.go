@@ -3,24 +3,9 @@ package http
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
-	"time"
 
 	"github.com/keybrake/keybrake"
 )
-
-// handleResumeKey clears a key's suspension (POST /vault/keys/{id}/resume):
-// the next request on every replica is decided again.
-func (s *Server) handleResumeKey(w http.ResponseWriter, r *http.Request, id string) {
-	k, err := s.Store.ResumeKey(r.Context(), id, s.Now().UTC().Truncate(time.Microsecond))
-	if err != nil {
-		s.writeAdminError(w, r, err)
-		return
-	}
-	s.evictKey(k.ID)
-	s.logger().Info("vault key resumed", "key_id", k.ID)
-	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key"})
-}
 
 // decodeGuards reads the admin API's guards field strictly: unknown fields
 // are an error, every number is checked, and every field rule is compiled

@@ -14,8 +14,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -92,12 +92,35 @@ type Server struct {
 	KeyMetrics    bool
 	KeyMetricsMax int
 
+	// Listeners (see listen.go). TLSCertFile and TLSKeyFile serve TLS on
+	// every listener, reloaded when the files change. AdminAddr, when set,
+	// moves the admin API and /metrics to a listener of their own; the
+	// proxy's listener then serves /metrics only if MetricsOnProxy. MaxConns
+	// bounds each listener's open connections (default DefaultMaxConns).
+	TLSCertFile    string
+	TLSKeyFile     string
+	AdminAddr      string
+	MetricsOnProxy bool
+	MaxConns       int
+	// TrustedProxies are the peers whose X-Forwarded-For names the client
+	// for the auth-failure limit; from anyone else the header is ignored.
+	TrustedProxies []netip.Prefix
+	// AuthFailures limits failed authentications per client address;
+	// the zero value is DefaultAuthFailures.
+	AuthFailures AuthLimit
+	// AdminTokens are named admin identities besides AdminToken (which is
+	// the admin named "env"); see admintokens.go.
+	AdminTokens *AdminTokens
+
 	metrics   *metrics
 	audit     *auditLog
 	keys      *keyCache // nil when the store cannot report key changes
 	stopWatch context.CancelFunc
-	ln        net.Listener
-	server    *http.Server
+	ln          net.Listener
+	server      *http.Server
+	adminLn     net.Listener
+	adminServer *http.Server
+	limiter     *authLimiter
 	proxy     *proxy
 	mcp       *mcpServer
 	stop      chan struct{}
@@ -129,22 +152,9 @@ func (s *Server) Open() error {
 	if err := s.init(); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", s.Addr)
-	if err != nil {
+	if err := s.listen(); err != nil {
 		return err
 	}
-	s.ln = ln
-	s.server = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
-	if c, ok := s.Console.(interface{ Shutdown() }); ok {
-		s.server.RegisterOnShutdown(c.Shutdown)
-	}
-	go s.server.Serve(ln)
 	if s.ResolveInterval > 0 {
 		s.wg.Add(1)
 		go s.resolveLoop()
@@ -167,7 +177,7 @@ func (s *Server) init() error {
 		return keybrake.ErrorParam("upstream", "no upstream URL configured")
 	case s.UpstreamKey == "":
 		return keybrake.ErrorParam("upstream_key", "no upstream secret key configured")
-	case s.AdminToken == "":
+	case s.AdminToken == "" && s.AdminTokens == nil:
 		return keybrake.ErrorParam("admin_token", "no admin token configured")
 	}
 	if s.Now == nil {
@@ -201,6 +211,7 @@ func (s *Server) init() error {
 	}
 	s.initAlerts()
 	s.audit = newAuditLog(s.Store, s.logger())
+	s.limiter = newAuthLimiter(s.AuthFailures, s.Now)
 	var err error
 	if err = s.watchKeys(); err != nil {
 		return fmt.Errorf("watch keys: %w", err)
@@ -234,7 +245,7 @@ func (s *Server) URL() string {
 	if s.ln == nil {
 		return ""
 	}
-	return "http://" + s.ln.Addr().String()
+	return s.scheme() + "://" + s.ln.Addr().String()
 }
 
 // Close stops the resolver and shuts the listener down gracefully, letting
@@ -249,6 +260,9 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err = s.server.Shutdown(ctx)
+		if s.adminServer != nil {
+			err = errors.Join(err, s.adminServer.Shutdown(ctx))
+		}
 	}
 	if s.audit != nil {
 		s.audit.close()
@@ -270,46 +284,10 @@ func (s *Server) FlushAudit() {
 	}
 }
 
-// ServeHTTP routes a request. The proxy is routed on the raw path before any
-// cleaning, so /stripe/v1/../../vault/keys can never reach the admin API:
-// ServeMux would clean it and redirect.
+// ServeHTTP serves the proxy, and the admin API unless AdminAddr gives it
+// a listener of its own.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.Simulated {
-		w.Header().Set("Keybrake-Upstream", "simulator")
-	}
-	raw := r.URL.EscapedPath()
-	switch {
-	case strings.HasPrefix(raw, "/stripe/"):
-		s.proxy.serve(w, r, strings.TrimPrefix(raw, "/stripe"))
-	case strings.HasPrefix(raw, "/v1/"):
-		s.proxy.serve(w, r, raw)
-	case raw == "/mcp":
-		s.mcp.ServeHTTP(w, r)
-	case raw == "/metrics":
-		s.metrics.handler().ServeHTTP(w, r)
-	case raw == "/healthz":
-		s.serveHealth(w, r)
-	case raw == "/vault/keys" || strings.HasPrefix(raw, "/vault/keys/"):
-		s.serveAdmin(w, r, raw)
-	case s.Console != nil && (raw == "/console" || strings.HasPrefix(raw, "/console/")):
-		s.Console.ServeHTTP(w, r)
-	case s.Console != nil && raw == "/" && r.Method == http.MethodGet:
-		http.Redirect(w, r, "/console/", http.StatusFound)
-	case raw == "/vault/alerts" || strings.HasPrefix(raw, "/vault/alerts/"):
-		s.serveAlertsAdmin(w, r, raw)
-	default:
-		s.writeStripeError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "Unrecognized request URL (%s: %s). keybrake serves the Stripe API under /stripe/v1/ and its admin API under /vault/keys.", r.Method, r.URL.EscapedPath()), nil)
-	}
-}
-
-func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if err := s.Store.Ping(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store unavailable"})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	s.route(w, r, true, s.AdminAddr == "")
 }
 
 // HashSecret returns the hex SHA-256 of a vault key: the only form in which

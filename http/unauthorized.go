@@ -2,6 +2,7 @@ package http
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/keybrake/keybrake"
 )
@@ -12,15 +13,20 @@ import (
 // is only counted.
 func (p *proxy) unauthorized(w http.ResponseWriter, r *http.Request, c *call, key *keybrake.Key, err error) {
 	if key == nil {
+		if keybrake.ErrorCode(err) == keybrake.EUNAUTHORIZED {
+			p.s.authFailed(r, "vault key missing, malformed or unknown") // never the presented secret
+		}
 		p.s.metrics.decision("unknown", "unauthorized")
+		p.logAccess(r, c, keybrake.DecisionDeny, keybrake.ErrorCode(err), 0)
 		p.s.writeStripeError(w, r, err, nil)
 		return
 	}
 	c.key = key
-	reason := "expired"
-	if now := p.s.Now(); key.RevokedAt != nil && !now.Before(*key.RevokedAt) {
-		reason = "revoked"
-	} else if key.SuspendedAt != nil && (key.ExpiresAt == nil || now.Before(*key.ExpiresAt)) {
+	reason := key.Status(p.s.Now())
+	switch {
+	case strings.Contains(keybrake.ErrorMessage(err), "was rotated"):
+		reason = "rotated" // a previous secret past its grace period
+	case reason == "suspended":
 		reason = "suspended: " + key.SuspendedReason
 	}
 	p.s.metrics.decision(opName(c), keybrake.ErrorCode(err))

@@ -88,8 +88,11 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 }
 
 // SuspendKey suspends the key; suspending twice keeps the first time and
-// reason. Returns ENOTFOUND for an unknown key.
+// reason. Returns ENOTFOUND for an unknown key, ECONFLICT for a revoked one.
 func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time) (*keybrake.Key, error) {
+	if err := s.notRevoked(ctx, id); err != nil {
+		return nil, err
+	}
 	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE keys
 		SET suspended_reason = CASE WHEN suspended_at IS NULL THEN $3 ELSE suspended_reason END,
 		    updated_at = CASE WHEN suspended_at IS NULL THEN $2 ELSE updated_at END,
@@ -102,8 +105,11 @@ func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time
 }
 
 // ResumeKey clears the key's suspension. Returns ENOTFOUND for an unknown
-// key.
+// key, ECONFLICT for a revoked one: revocation is final.
 func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
+	if err := s.notRevoked(ctx, id); err != nil {
+		return nil, err
+	}
 	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE keys
 		SET updated_at = CASE WHEN suspended_at IS NULL THEN updated_at ELSE $2 END,
 		    suspended_at = NULL, suspended_reason = ''
@@ -123,6 +129,25 @@ func encodeGuards(g *keybrake.Guards) []byte {
 	return b
 }
 
+// notRevoked returns ECONFLICT for a revoked key (revocation is final),
+// ENOTFOUND for an unknown one.
+func (s *Store) notRevoked(ctx context.Context, id string) error {
+	k, err := s.FindKeyByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	return revokedConflict(k)
+}
+
+// revokedConflict is ECONFLICT for a revoked key.
+func revokedConflict(k *keybrake.Key) error {
+	if k.RevokedAt != nil {
+		return keybrake.Errorf(keybrake.ECONFLICT, "Key %s was revoked at %s; revocation is final. Create a new key.", k.ID, k.RevokedAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// truncate cuts s to n bytes, marking the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -15,7 +15,7 @@ const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	per_request_cap, daily_cap, monthly_cap, total_cap,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
-	allow_secret_reads, guards, suspended_at, suspended_reason`
+	allow_secret_reads, guards, suspended_at, suspended_reason, COALESCE(prev_secret_hash, ''), prev_secret_until`
 
 // defaultKeyLimit is the page size of FindKeys when the filter sets none.
 const defaultKeyLimit = 10
@@ -66,7 +66,8 @@ func (s *Store) FindKeyByID(ctx context.Context, id string) (*keybrake.Key, erro
 // FindKeyBySecretHash returns the key whose vault key hashes to hash.
 // Returns ENOTFOUND if there is none.
 func (s *Store) FindKeyBySecretHash(ctx context.Context, hash string) (*keybrake.Key, error) {
-	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE secret_hash = $1`, hash))
+	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE secret_hash = $1
+		UNION ALL SELECT `+keyColumns+` FROM keys WHERE prev_secret_hash = $1 LIMIT 1`, hash))
 	if err != nil {
 		return nil, s.wrap("find key by secret hash", notFound(err, "No such vault key."))
 	}
@@ -216,7 +217,7 @@ func scanKey(row pgx.Row) (*keybrake.Key, error) {
 		&k.PerRequest, &k.Daily, &k.Monthly, &k.Total,
 		&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies,
 		&k.Timezone, &k.AllowUnpriced, &meta, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &k.UpdatedAt,
-		&k.AllowSecretReads, &guards, &k.SuspendedAt, &k.SuspendedReason)
+		&k.AllowSecretReads, &guards, &k.SuspendedAt, &k.SuspendedReason, &k.PreviousSecretHash, &k.PreviousSecretExpiresAt)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +237,8 @@ func scanKey(row pgx.Row) (*keybrake.Key, error) {
 // normalizeKeyTimes returns k with its times as the store keeps them.
 func normalizeKeyTimes(k *keybrake.Key) *keybrake.Key {
 	k.CreatedAt, k.UpdatedAt = ts(k.CreatedAt), ts(k.UpdatedAt)
-	k.ExpiresAt, k.RevokedAt, k.SuspendedAt = tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt), tsPtr(k.SuspendedAt)
+	k.ExpiresAt, k.RevokedAt = tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt)
+	k.SuspendedAt, k.PreviousSecretExpiresAt = tsPtr(k.SuspendedAt), tsPtr(k.PreviousSecretExpiresAt)
 	return k
 }
 

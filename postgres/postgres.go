@@ -291,6 +291,8 @@ const (
 	codeNotFound = "KB404" // no such key or reservation
 	codeUnusable = "KB401" // the key is revoked or expired
 	codeConflict = "KB409" // the reservation is already final
+	// codeSuspended: a reservation of a suspended key (migration 0009).
+	codeSuspended = "KB403"
 )
 
 // pgCode returns the SQLSTATE of a server error in err's chain, or "".
@@ -318,6 +320,8 @@ func (s *Store) wrap(op string, err error) error {
 		return fmt.Errorf("postgres: %s: %w", op, keybrake.Errorf(keybrake.ENOTFOUND, "Not found."))
 	case errors.As(err, &pgErr) && pgErr.Code == codeNotFound:
 		return fmt.Errorf("postgres: %s: %w", op, keybrake.Errorf(keybrake.ENOTFOUND, "%s", pgErr.Message))
+	case errors.As(err, &pgErr) && pgErr.Code == codeSuspended:
+		return fmt.Errorf("postgres: %s: %w", op, keybrake.Errorf(keybrake.EFORBIDDEN, "%s", pgErr.Message))
 	case errors.As(err, &pgErr) && pgErr.Code == codeConflict:
 		return fmt.Errorf("postgres: %s: %w", op, keybrake.Errorf(keybrake.ECONFLICT, "%s", pgErr.Message))
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":

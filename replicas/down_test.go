@@ -78,8 +78,12 @@ func TestStoreDown(t *testing.T) {
 	if n := len(sim.GroundTruth().Charges); n != 1 {
 		t.Fatalf("the upstream has %d charges, want the 1 made before the stop", n)
 	}
-	if status, _ := Do(t, "GET", p.URL()+"/healthz", "", nil); status != http.StatusServiceUnavailable {
-		t.Fatalf("healthz with the store down = %d, want 503", status)
+	if status, _ := Do(t, "GET", p.URL()+"/readyz", "", nil); status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz with the store down = %d, want 503", status)
+	}
+	// Liveness reads nothing: a database outage must not get keybrake restarted.
+	if status, _ := Do(t, "GET", p.URL()+"/healthz", "", nil); status != http.StatusOK {
+		t.Fatalf("healthz with the store down = %d, want 200", status)
 	}
 
 	MustPG(t, "resume", dataDir)

@@ -21,7 +21,7 @@ import (
 )
 
 const (
-	adminToken  = "kbadm_replicas_test"
+	adminToken  = "kbadm_replicas_test_4f1c9e0b7a2d8c"
 	upstreamKey = "sk_test_replicas_upstream_secret"
 )
 

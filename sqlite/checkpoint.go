@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -24,6 +25,8 @@ type checkpointer struct {
 	db   *sql.DB
 	stop chan struct{}
 	done chan struct{}
+	once sync.Once
+	err  error
 }
 
 // startCheckpointer opens the checkpointer's connection on path and starts
@@ -66,10 +69,14 @@ func (c *checkpointer) checkpoint() {
 	}
 }
 
-// close stops the checkpointer and runs a last checkpoint.
+// close stops the checkpointer and runs a last checkpoint; closing again
+// returns the first close's error.
 func (c *checkpointer) close() error {
-	close(c.stop)
-	<-c.done
-	c.checkpoint()
-	return c.db.Close()
+	c.once.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.checkpoint()
+		c.err = c.db.Close()
+	})
+	return c.err
 }

@@ -246,10 +246,17 @@ func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybr
 func (s *Store) setSuspension(ctx context.Context, id string, fn func(tx *sql.Tx) error) (*keybrake.Key, error) {
 	var k *keybrake.Key
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		before, err := scanKey(tx.QueryRowContext(context.Background(), qKeyByID, id))
+		if err != nil {
+			return wrapKeyErr(err, "key %s", id)
+		}
+		if before.RevokedAt != nil {
+			// Revocation is final: neither suspending nor resuming changes it.
+			return keybrake.Errorf(keybrake.ECONFLICT, "Key %s was revoked at %s; revocation is final. Create a new key.", id, before.RevokedAt.UTC().Format(time.RFC3339))
+		}
 		if err := fn(tx); err != nil {
 			return err
 		}
-		var err error
 		k, err = scanKey(tx.QueryRowContext(context.Background(), qKeyByID, id))
 		return wrapKeyErr(err, "key %s", id)
 	})

@@ -17,12 +17,12 @@ const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	cap_per_request, cap_daily, cap_monthly, cap_total,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
-	allow_secret_reads, guards, suspended_at, suspended_reason`
+	allow_secret_reads, guards, suspended_at, suspended_reason, prev_secret_hash, prev_secret_until`
 
 // Key lookups prepared at Open: every proxied request authenticates by hash.
 const (
 	qKeyByID   = `SELECT ` + keyColumns + ` FROM keys WHERE id = ?`
-	qKeyByHash = `SELECT ` + keyColumns + ` FROM keys WHERE secret_hash = ?`
+	qKeyByHash = `SELECT ` + keyColumns + ` FROM keys WHERE secret_hash = ?1 OR prev_secret_hash = ?1`
 )
 
 // CreateKey stores a new key. A zero CreatedAt is set from the store's
@@ -50,7 +50,7 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO keys (`+keyColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 		if isUnique(err) {
 			return keybrake.Errorf(keybrake.ECONFLICT, "A key with this ID or secret already exists.")
 		}
@@ -196,7 +196,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybr
 // in UTC, so a returned key equals the stored one.
 func normalizeKey(k *keybrake.Key) {
 	k.CreatedAt, k.UpdatedAt = dbTime(k.CreatedAt), dbTime(k.UpdatedAt)
-	for _, p := range []**time.Time{&k.ExpiresAt, &k.RevokedAt, &k.SuspendedAt} {
+	for _, p := range []**time.Time{&k.ExpiresAt, &k.RevokedAt, &k.SuspendedAt, &k.PreviousSecretExpiresAt} {
 		if *p != nil {
 			t := dbTime(**p)
 			*p = &t
@@ -223,7 +223,8 @@ func updateKey(ctx context.Context, tx *sql.Tx, k *keybrake.Key) error {
 		cap_per_request = ?6, cap_daily = ?7, cap_monthly = ?8, cap_total = ?9,
 		allowed_endpoints = ?10, allowed_customers = ?11, allowed_accounts = ?12, allowed_currencies = ?13,
 		allow_unpriced = ?15, metadata = ?16, expires_at = ?17, revoked_at = ?18, updated_at = ?20,
-		allow_secret_reads = ?21, guards = ?22, suspended_at = ?23, suspended_reason = ?24
+		allow_secret_reads = ?21, guards = ?22, suspended_at = ?23, suspended_reason = ?24,
+		secret_hash = ?4, secret_prefix = ?5, prev_secret_hash = ?25, prev_secret_until = ?26
 		WHERE id = ?1`, args...); err != nil {
 		return wrap(err, "update key %s", k.ID)
 	}
@@ -249,7 +250,7 @@ func keyArgs(k *keybrake.Key) ([]any, error) {
 		lists[0], lists[1], lists[2], lists[3],
 		k.Timezone, k.AllowUnpriced, string(meta),
 		nullTime(k.ExpiresAt), nullTime(k.RevokedAt), k.CreatedAt.UnixMicro(), k.UpdatedAt.UnixMicro(),
-		k.AllowSecretReads, encodeGuards(k.Guards), nullTime(k.SuspendedAt), k.SuspendedReason,
+		k.AllowSecretReads, encodeGuards(k.Guards), nullTime(k.SuspendedAt), k.SuspendedReason, nullString(k.PreviousSecretHash), nullTime(k.PreviousSecretExpiresAt),
 	}, nil
 }
 
@@ -261,14 +262,15 @@ type scanner interface {
 // scanKey reads one row of keyColumns.
 func scanKey(row scanner) (*keybrake.Key, error) {
 	var (
-		k                keybrake.Key
-		caps             [4]sql.NullInt64
-		lists            [4]string
-		meta             string
-		expires, revoked sql.NullInt64
-		created, updated int64
-		guards           string
-		suspended        sql.NullInt64
+		k                    keybrake.Key
+		caps                 [4]sql.NullInt64
+		lists                [4]string
+		meta                 string
+		expires, revoked     sql.NullInt64
+		suspended, prevUntil sql.NullInt64
+		prevHash             sql.NullString
+		created, updated     int64
+		guards               string
 	)
 	capPtrs := []**keybrake.Micros{&k.PerRequest, &k.Daily, &k.Monthly, &k.Total}
 	listPtrs := []*[]string{&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies}
@@ -276,7 +278,7 @@ func scanKey(row scanner) (*keybrake.Key, error) {
 		&caps[0], &caps[1], &caps[2], &caps[3],
 		&lists[0], &lists[1], &lists[2], &lists[3],
 		&k.Timezone, &k.AllowUnpriced, &meta, &expires, &revoked, &created, &updated,
-		&k.AllowSecretReads, &guards, &suspended, &k.SuspendedReason); err != nil {
+		&k.AllowSecretReads, &guards, &suspended, &k.SuspendedReason, &prevHash, &prevUntil); err != nil {
 		return nil, err
 	}
 	g, err := decodeGuards(guards)
@@ -284,6 +286,7 @@ func scanKey(row scanner) (*keybrake.Key, error) {
 		return nil, fmt.Errorf("decode key %s guards: %w", k.ID, err)
 	}
 	k.Guards, k.SuspendedAt = g, timePtr(suspended)
+	k.PreviousSecretHash, k.PreviousSecretExpiresAt = prevHash.String, timePtr(prevUntil)
 	for i, c := range caps {
 		if c.Valid {
 			m := keybrake.Micros(c.Int64)
@@ -357,4 +360,11 @@ func timePtr(v sql.NullInt64) *time.Time {
 // fromMicros is the inverse of time.Time.UnixMicro, in UTC.
 func fromMicros(us int64) time.Time {
 	return time.UnixMicro(us).UTC()
+}
+
+func nullString(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
 }

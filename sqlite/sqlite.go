@@ -326,6 +326,10 @@ func wrap(err error, format string, args ...any) error {
 		return err
 	}
 	what := fmt.Sprintf(format, args...)
+	if strings.Contains(err.Error(), suspendedAbort) {
+		// The trigger of migration 0005: a reservation of a suspended key.
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is suspended; it refuses every request until an operator resumes it (POST /vault/keys/{id}/resume).")
+	}
 	if unavailable(err) {
 		return &unavailableError{what: what, err: err}
 	}

@@ -82,6 +82,8 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, o) })
 	t.Run("Alerts", func(t *testing.T) { testAlerts(t, o) })
 	t.Run("Guards", func(t *testing.T) { testGuards(t, o) })
+	t.Run("Admin", func(t *testing.T) { testAdmin(t, o) })
+	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, o) })
 }
 
 // opener is what the test groups receive: open plus the close cleanup.

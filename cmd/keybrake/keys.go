@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	commands["keys"] = command{"manage vault keys through the admin API: create, list, show, update, revoke, events", runKeys}
+	commands["keys"] = command{"manage vault keys through the admin API: create, list, show, update, revoke, rotate, suspend, resume, events", runKeys}
 }
 
 var keyIDPattern = regexp.MustCompile(`^vk_[0-9A-Za-z]{1,64}$`)
@@ -31,6 +31,8 @@ func runKeys(ctx context.Context, args []string, env Env) error {
   keybrake keys show vk_…
   keybrake keys update vk_… '{"daily_usd_cap":100}'
   keybrake keys revoke vk_…
+  keybrake keys rotate vk_… [--grace-period 24h]   (prints the new vault key once)
+  keybrake keys suspend vk_…                       (resume vk_… lifts it; revoke is final)
   keybrake keys events vk_… [--limit N]
 
 The policy fields are those of POST /vault/keys (README.md, "Admin API").
@@ -39,27 +41,22 @@ allowed_endpoints may call the default payments set, which create also
 prints to stderr as a notice; ["*"] allows every operation. The admin token
 comes from KEYBRAKE_ADMIN_TOKEN.
 
-Usage: keybrake keys [flags] <create|list|show|update|revoke|events> [args]`, env)
+Flags may come before or after the arguments.
+
+Usage: keybrake keys [flags] <create|list|show|update|revoke|rotate|suspend|resume|events> [args]`, env)
 	base := fs.String("url", envDefault(env, "KEYBRAKE_URL", "http://127.0.0.1:8080"), "keybrake's base URL (KEYBRAKE_URL)")
 	limit := fs.Int("limit", 10, "list, events: page size, 1 to 100")
 	after := fs.String("starting-after", "", "list, events: the last id of the previous page")
 	secretReads := fs.Bool("allow-secret-reads", false, "create, update: set allow_secret_reads, letting the key expand secrets (issuing card numbers, treasury account numbers, apps secrets); --allow-secret-reads=false clears it")
-	if err := fs.Parse(args); err != nil {
+	grace := fs.String("grace-period", "", "rotate: how long the previous secret keeps working, e.g. 24h (default: refused at once)")
+	var err error
+	// Flags may come anywhere: keys events vk_… --limit 20.
+	if args, err = parseInterspersed(fs, args); err != nil {
 		return err
-	}
-	// Flags may also follow the action: keys list --limit 5.
-	if fs.NArg() > 0 {
-		action := fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return err
-		}
-		args = append([]string{action}, fs.Args()...)
-	} else {
-		args = nil
 	}
 	token := envDefault(env, "KEYBRAKE_ADMIN_TOKEN", "")
 	if token == "" {
-		return fmt.Errorf("KEYBRAKE_ADMIN_TOKEN is not set: it is the token keybrake serve was started with (or printed)")
+		return fmt.Errorf("KEYBRAKE_ADMIN_TOKEN is not set: export the token keybrake serve was started with (or printed), or a named token from `keybrake admin-tokens create`")
 	}
 	u, err := url.Parse(*base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -93,7 +90,7 @@ Usage: keybrake keys [flags] <create|list|show|update|revoke|events> [args]`, en
 		method, path, body = "POST", "/vault/keys", rest[0]
 	case "list":
 		method, path = "GET", "/vault/keys?"+page.Encode()
-	case "show", "revoke", "events":
+	case "show", "revoke", "events", "rotate", "suspend", "resume":
 		id, err := needID(1)
 		if err != nil {
 			return err
@@ -105,6 +102,16 @@ Usage: keybrake keys [flags] <create|list|show|update|revoke|events> [args]`, en
 			method, path = "POST", "/vault/keys/"+id+"/revoke"
 		case "events":
 			method, path = "GET", "/vault/keys/"+id+"/events?"+page.Encode()
+		case "rotate":
+			method, path = "POST", "/vault/keys/"+id+"/rotate"
+			if *grace != "" {
+				if _, err := time.ParseDuration(*grace); err != nil {
+					return fmt.Errorf("invalid --grace-period %q: want a duration like 24h or 90m", *grace)
+				}
+				body = fmt.Sprintf(`{"grace_period":%q}`, *grace)
+			}
+		case "suspend", "resume":
+			method, path = "POST", "/vault/keys/"+id+"/"+action
 		}
 	case "update":
 		id, err := needID(2)
@@ -113,7 +120,7 @@ Usage: keybrake keys [flags] <create|list|show|update|revoke|events> [args]`, en
 		}
 		method, path, body = "PATCH", "/vault/keys/"+id, rest[1]
 	default:
-		return fmt.Errorf("keys: unknown action %q: want create, list, show, update, revoke or events", action)
+		return fmt.Errorf("keys: unknown action %q: want create, list, show, update, revoke, rotate, suspend, resume or events", action)
 	}
 	if body != "" && !json.Valid([]byte(body)) {
 		return fmt.Errorf("keys %s: the policy is not valid JSON", action)

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -12,8 +13,8 @@ import (
 // keybrake keys drives the admin API of a running serve: create, show,
 // update, list, revoke, events, and precise errors for bad use.
 func TestKeys(t *testing.T) {
-	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys"})
-	vars := map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys", "KEYBRAKE_URL": m.HTTP.URL()}
+	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys_4f1c9e0b7a2d8c3e5f60"})
+	vars := map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys_4f1c9e0b7a2d8c3e5f60", "KEYBRAKE_URL": m.HTTP.URL()}
 	var stderr *syncBuffer
 	run := func(args ...string) (string, error) {
 		env, out := testEnv(vars)
@@ -82,4 +83,41 @@ func TestKeys(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+func TestKeys_FlagsAfterArguments(t *testing.T) {
+	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys_4f1c9e0b7a2d8c3e5f60"})
+	vars := map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_keys_4f1c9e0b7a2d8c3e5f60", "KEYBRAKE_URL": m.HTTP.URL()}
+	var out, errb bytes.Buffer
+	env := main.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return vars[k] }}
+	if err := main.Run(context.Background(), []string{"keys", "create", `{"allowed_endpoints":["charges.create"]}`}, env); err != nil {
+		t.Fatal(err)
+	}
+	var k struct{ ID string }
+	json.Unmarshal(out.Bytes(), &k)
+	for _, args := range [][]string{
+		{"keys", "events", k.ID, "--limit", "20"},
+		{"keys", "rotate", k.ID, "--grace-period", "1h"},
+		{"keys", "suspend", k.ID},
+		{"keys", "resume", k.ID},
+		{"admin-tokens", "create", "grafana", "--role", "viewer"},
+		{"admin-tokens", "list"},
+	} {
+		out.Reset()
+		if err := main.Run(context.Background(), args, env); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"keys", "events", k.ID, "--limit", "500"}, "--limit"},
+		{[]string{"keys", "rotate", k.ID, "--grace-period", "soon"}, "--grace-period"},
+		{[]string{"admin-tokens", "create", "x", "--role", "root"}, "--role"},
+	} {
+		if err := main.Run(context.Background(), tc.args, env); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
 }

@@ -19,7 +19,7 @@ import (
 func TestReconcile(t *testing.T) {
 	n := MustNSQD(t)
 	addr := n.RealTCPAddr().String()
-	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_rec"})
+	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_rec_4f1c9e0b7a2d8c3e5f60"})
 	vaultKey := mustVaultKey(t, m, `{"daily_usd_cap":1000}`)
 	ledgerPath := filepath.Join(t.TempDir(), "ledger.db")
 	ledger, err := sqlite.Open(ledgerPath)

@@ -48,6 +48,7 @@ type ServeConfig struct {
 	AlertInterval    time.Duration // --alert-interval, KEYBRAKE_ALERT_INTERVAL
 	KeyMetrics       bool          // --metrics-keys, KEYBRAKE_METRICS_KEYS
 	KeyMetricsMax    int           // --metrics-max-keys, KEYBRAKE_METRICS_MAX_KEYS
+	Listen           ListenConfig  // TLS, the admin listener, limits (serve_listen.go)
 }
 
 // ServeMain is `keybrake serve`: ParseFlags, then Run, then Close. Tests
@@ -117,11 +118,12 @@ Environment only (secrets are kept out of the process list):
 	fs.DurationVar(&c.AlertInterval, "alert-interval", envDuration(env, "KEYBRAKE_ALERT_INTERVAL", c.AlertInterval), "how often the alert sender delivers webhooks from the outbox (retries back off for 24 h; see docs/alerts.md); 0 disables (KEYBRAKE_ALERT_INTERVAL)")
 	fs.BoolVar(&c.KeyMetrics, "metrics-keys", envDefault(env, "KEYBRAKE_METRICS_KEYS", "") == "true", "export per-key spend and remaining gauges on /metrics (KEYBRAKE_METRICS_KEYS=true)")
 	fs.IntVar(&c.KeyMetricsMax, "metrics-max-keys", envInt(env, "KEYBRAKE_METRICS_MAX_KEYS", c.KeyMetricsMax), "at most this many keys in the per-key gauges, oldest first (KEYBRAKE_METRICS_MAX_KEYS)")
+	c.Listen.flags(fs, env)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+		return fmt.Errorf("serve takes no arguments, got %q (flags start with --)", fs.Args())
 	}
 	c.StripeSecret = strings.TrimSpace(env.Getenv("STRIPE_SECRET_KEY"))
 	c.AdminToken = strings.TrimSpace(env.Getenv("KEYBRAKE_ADMIN_TOKEN"))
@@ -198,6 +200,9 @@ func (m *ServeMain) validate() (stripe.Rates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid --rates (KEYBRAKE_RATES): %s", keybrake.ErrorMessage(err))
 	}
+	if err := c.Listen.validate(c.AdminToken); err != nil {
+		return nil, err
+	}
 	return rates, nil
 }
 
@@ -240,9 +245,12 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		s.UpstreamKey = m.Config.StripeSecret
 	}
 	s.AdminToken = m.Config.AdminToken
-	if s.AdminToken == "" {
+	if s.AdminToken == "" && m.Config.Listen.AdminTokensFile == "" {
 		s.AdminToken = "kbadm_" + randomHex(24)
-		fmt.Fprintf(m.Env.Stderr, "KEYBRAKE_ADMIN_TOKEN is not set; the admin token for this run is:\n\n    %s\n\n", s.AdminToken)
+		fmt.Fprintf(m.Env.Stderr, "KEYBRAKE_ADMIN_TOKEN is not set; the admin token for this run (a new one at every start; set KEYBRAKE_ADMIN_TOKEN to keep one) is:\n\n    %s\n\n", s.AdminToken)
+	}
+	if err := m.Config.Listen.apply(s); err != nil {
+		return err
 	}
 	s.Console = &console.Console{Store: m.Store, Admin: s, AdminToken: s.AdminToken, Now: s.Now,
 		FlushAudit: s.FlushAudit, Logger: m.logger.With("component", "console")}
@@ -250,8 +258,8 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	if err := s.Open(); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
-	fmt.Fprintf(m.Env.Stderr, "Console: %s/console/ (sign in with the admin token)\n", s.URL())
-	m.logger.Info("keybrake serving", "url", s.URL(), "proxy", s.URL()+"/stripe", "admin", s.URL()+"/vault/keys", "console", s.URL()+"/console/", "store", storeKind(m.Config.DB), "upstream", s.Upstream.Redacted())
+	fmt.Fprintf(m.Env.Stderr, "Console: %s/console/ (sign in with the admin token)\n", s.AdminURL())
+	m.logger.Info("keybrake serving", "url", s.URL(), "proxy", s.URL()+"/stripe", "admin", s.AdminURL()+"/vault/keys", "console", s.AdminURL()+"/console/", "store", storeKind(m.Config.DB), "upstream", s.Upstream.Redacted(), "version", Version)
 	return nil
 }
 
@@ -340,6 +348,7 @@ func runServe(ctx context.Context, args []string, env Env) error {
 		m.Close()
 		return err
 	}
+	m.reloadOnHangup(ctx)
 	<-ctx.Done()
 	m.logger.Info("shutting down: finishing in-flight requests")
 	return m.Close()

@@ -36,7 +36,7 @@ func mustNATS(tb testing.TB) *server.Server {
 // `keybrake worker --transport jetstream` charging each event once.
 func TestWorker_JetStreamEndToEnd(t *testing.T) {
 	ns := mustNATS(t)
-	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_e2e"})
+	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_e2e_4f1c9e0b7a2d8c3e5f60"})
 	vaultKey := mustVaultKey(t, m, `{"daily_usd_cap":1000,"label":"billing-2026-11"}`)
 	var lines []string
 	for i := 1; i <= 3; i++ {

@@ -74,7 +74,7 @@ func TestWorker_ZMQEndToEnd(t *testing.T) {
 		{"zmq-router", "zmq-dealer", false},
 	} {
 		t.Run(tc.worker, func(t *testing.T) {
-			m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_e2e"})
+			m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_e2e_4f1c9e0b7a2d8c3e5f60"})
 			vaultKey := mustVaultKey(t, m, `{"daily_usd_cap":1000,"label":"billing-2026-11"}`)
 			endpoint := freeEndpoint(t)
 			var ack []string

@@ -41,7 +41,7 @@ func mustVaultKey(tb testing.TB, m *main.ServeMain, body string) string {
 func TestWorker_EndToEnd(t *testing.T) {
 	n := MustNSQD(t)
 	addr := n.RealTCPAddr().String()
-	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_e2e"})
+	m, _ := MustServe(t, map[string]string{"KEYBRAKE_ADMIN_TOKEN": "kbadm_e2e_4f1c9e0b7a2d8c3e5f60"})
 	vaultKey := mustVaultKey(t, m, `{"daily_usd_cap":1000,"label":"billing-2026-11"}`)
 
 	var lines []string

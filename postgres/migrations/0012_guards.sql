@@ -8,7 +8,7 @@
 -- method) the request names and the duplicate guard's match (dup_key);
 -- both are '' on keys without guards, so the partial indexes stay small.
 ALTER TABLE keys ADD COLUMN guards jsonb;
-ALTER TABLE keys ADD COLUMN suspended_at timestamptz;
+-- suspended_at comes from 0009_prod (operators suspend keys too).
 ALTER TABLE keys ADD COLUMN suspended_reason text NOT NULL DEFAULT '';
 
 ALTER TABLE reservations ADD COLUMN customer text NOT NULL DEFAULT '';

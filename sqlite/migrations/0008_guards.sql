@@ -7,7 +7,7 @@
 -- Both are '' on keys without guards, so the partial indexes stay empty
 -- for them.
 ALTER TABLE keys ADD COLUMN guards TEXT NOT NULL DEFAULT '';
-ALTER TABLE keys ADD COLUMN suspended_at INTEGER;
+-- suspended_at comes from 0005_prod (operators suspend keys too).
 ALTER TABLE keys ADD COLUMN suspended_reason TEXT NOT NULL DEFAULT '';
 
 ALTER TABLE reservations ADD COLUMN customer TEXT NOT NULL DEFAULT '';
