@@ -303,4 +303,3 @@ func (s *Server) audited(r *http.Request, action, target, detail string) {
 	s.logger().Info("admin action", "actor", actor, "action", action, "target", target)
 	s.addAdminEvent(r, actor, action, target, detail, "")
 }
-

@@ -29,7 +29,7 @@ type metrics struct {
 
 	alertsFired     *prometheus.CounterVec // see metrics_alerts.go
 	alertDeliveries *prometheus.CounterVec
-	authFails *prometheus.CounterVec
+	authFails       *prometheus.CounterVec
 
 	mu    sync.Mutex
 	names map[string]bool

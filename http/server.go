@@ -112,20 +112,20 @@ type Server struct {
 	// the admin named "env"); see admintokens.go.
 	AdminTokens *AdminTokens
 
-	metrics   *metrics
-	audit     *auditLog
-	keys      *keyCache // nil when the store cannot report key changes
-	stopWatch context.CancelFunc
+	metrics     *metrics
+	audit       *auditLog
+	keys        *keyCache // nil when the store cannot report key changes
+	stopWatch   context.CancelFunc
 	ln          net.Listener
 	server      *http.Server
 	adminLn     net.Listener
 	adminServer *http.Server
 	limiter     *authLimiter
-	proxy     *proxy
-	mcp       *mcpServer
-	stop      chan struct{}
-	stopOnce  sync.Once
-	wg        sync.WaitGroup
+	proxy       *proxy
+	mcp         *mcpServer
+	stop        chan struct{}
+	stopOnce    sync.Once
+	wg          sync.WaitGroup
 
 	sweepMu   sync.Mutex
 	nextSweep time.Time
