@@ -174,7 +174,12 @@ func TestWatch(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling with a deadline, not synchronisation
 	}
-	resp, err := http.Get(p.URL() + "/metrics")
+	req, err := http.NewRequest("GET", p.URL()+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+kbtest.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
