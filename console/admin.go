@@ -65,7 +65,11 @@ func (c *Console) admin(ctx context.Context, method, path string, body any, out 
 		return fmt.Errorf("admin request: %w", err)
 	}
 	req.RemoteAddr = "console"
-	req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+	token := c.AdminToken
+	if sess, ok := ctx.Value(sessionKey{}).(*session); ok && sess.adminToken != "" {
+		token = sess.adminToken // the operator's own identity and role
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	c.Admin.ServeHTTP(rec, req)

@@ -86,3 +86,42 @@ func adminJSON(t *testing.T, base, method, path, body string) (*http.Response, [
 	}
 	return resp, []byte(b.String())
 }
+
+// A named admin token signs in to the console and acts as itself: a viewer
+// sees keys but cannot create one (the admin API's role applies), an admin
+// creates one and the admin audit log names it.
+func TestNamedTokensSignIn(t *testing.T) {
+	s := MustConsole(t, nil)
+	token := func(name, role string) string {
+		resp, out := adminJSON(t, s.URL(), "POST", "/vault/admin_tokens", `{"name":"`+name+`","role":"`+role+`"}`)
+		var v struct {
+			Token string `json:"token"`
+		}
+		if resp.StatusCode != http.StatusCreated || json.Unmarshal(out, &v) != nil || v.Token == "" {
+			t.Fatalf("create %s token: %d %s", role, resp.StatusCode, out)
+		}
+		return v.Token
+	}
+	viewer, ops := token("grafana", "viewer"), token("ops", "admin")
+
+	c := newClient(t, s.URL())
+	csrf := c.signInWith(viewer)
+	if resp, page := c.do("GET", "/console/keys", nil, nil); resp.StatusCode != http.StatusOK || !strings.Contains(page, "Keys") {
+		t.Fatalf("viewer's keys page: %d", resp.StatusCode)
+	}
+	resp, page := c.do("POST", "/console/keys", url.Values{"csrf": {csrf}, "label": {"by-viewer"}, "daily_usd_cap": {"5"}}, nil)
+	if resp.StatusCode == http.StatusSeeOther || !strings.Contains(strings.ToLower(page), "viewer") {
+		t.Fatalf("a viewer created a key through the console: %d", resp.StatusCode)
+	}
+
+	c = newClient(t, s.URL())
+	csrf = c.signInWith(ops)
+	resp, _ = c.do("POST", "/console/keys", url.Values{"csrf": {csrf}, "label": {"by-ops"}, "daily_usd_cap": {"5"}}, nil)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("ops could not create a key: %d", resp.StatusCode)
+	}
+	_, audit := adminJSON(t, s.URL(), "GET", "/vault/audit?limit=20", "")
+	if !strings.Contains(string(audit), `"ops"`) || !strings.Contains(string(audit), "key.create") {
+		t.Fatalf("the admin audit log does not name ops for the key it created: %s", audit)
+	}
+}

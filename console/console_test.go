@@ -73,7 +73,13 @@ func (c *client) do(method, path string, form url.Values, mod func(*http.Request
 // signIn signs in and returns the session's CSRF token.
 func (c *client) signIn() string {
 	c.tb.Helper()
-	resp, _ := c.do("POST", "/console/signin", url.Values{"token": {kbtest.AdminToken}}, nil)
+	return c.signInWith(kbtest.AdminToken)
+}
+
+// signInWith signs in with an admin token and returns the CSRF token.
+func (c *client) signInWith(token string) string {
+	c.tb.Helper()
+	resp, _ := c.do("POST", "/console/signin", url.Values{"token": {token}}, nil)
 	if resp.StatusCode != http.StatusSeeOther {
 		c.tb.Fatalf("sign in: %d", resp.StatusCode)
 	}

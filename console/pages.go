@@ -114,14 +114,14 @@ func (c *Console) serveSignIn(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		token := strings.TrimSpace(r.PostFormValue("token"))
 		next = safeNext(r.PostFormValue("next"))
-		if !c.tokenMatches(token) {
+		if !c.tokenAccepted(r, token) {
 			c.Logger.Warn("console sign-in refused", "remote", r.RemoteAddr)
 			c.render(w, r, http.StatusUnauthorized, "signin.html", page{Title: "Sign in", Data: map[string]string{
-				"Next": next, "Error": "That is not this server's admin token. It is KEYBRAKE_ADMIN_TOKEN, or the one `keybrake serve` printed at start.",
+				"Next": next, "Error": "That is not an admin token of this server: KEYBRAKE_ADMIN_TOKEN (or the one `keybrake serve` printed at start), or a named token from `keybrake admin-tokens create`.",
 			}})
 			return
 		}
-		tok, _ := c.sessions.start(c.SessionTTL)
+		tok, _ := c.sessions.start(c.SessionTTL, token)
 		http.SetCookie(w, sessionCookie(r, tok, int(c.SessionTTL/time.Second)))
 		c.Logger.Info("console sign-in", "remote", r.RemoteAddr)
 		http.Redirect(w, r, next, http.StatusSeeOther)

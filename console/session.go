@@ -23,6 +23,11 @@ const cookieName = "keybrake_console"
 type session struct {
 	csrf    string // sent in every form, checked on every state change
 	expires time.Time
+	// adminToken is the admin token the operator signed in with, kept in
+	// this process's memory only (never in a cookie or a page): the
+	// console's admin API calls carry it, so the admin API's roles and
+	// its audit of who changed what apply to console sessions too.
+	adminToken string
 }
 
 type sessionKey struct{}
@@ -39,9 +44,9 @@ func newSessions(now func() time.Time) *sessions {
 }
 
 // start creates a session and returns its token, for the cookie.
-func (s *sessions) start(ttl time.Duration) (string, *session) {
+func (s *sessions) start(ttl time.Duration, adminToken string) (string, *session) {
 	token := randomHex(32)
-	sess := &session{csrf: randomHex(32), expires: s.now().Add(ttl)}
+	sess := &session{csrf: randomHex(32), expires: s.now().Add(ttl), adminToken: adminToken}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -151,9 +156,21 @@ func checkCSRF(r *http.Request, sess *session) error {
 // maxFormBytes bounds a console form.
 const maxFormBytes = 64 << 10
 
-// tokenMatches compares the typed token with the admin token in constant
-// time (over their hashes, so the length does not leak either).
-func (c *Console) tokenMatches(token string) bool {
-	a, b := sha256.Sum256([]byte(token)), sha256.Sum256([]byte(c.AdminToken))
-	return token != "" && subtle.ConstantTimeCompare(a[:], b[:]) == 1
+// tokenAccepted reports whether the admin API accepts the typed token: the
+// built-in KEYBRAKE_ADMIN_TOKEN or any named admin token (admin or viewer),
+// checked by the admin API itself in-process, with its per-address limit on
+// failures, from the browser's address.
+func (c *Console) tokenAccepted(r *http.Request, token string) bool {
+	if token == "" {
+		return false
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://console.invalid/vault/keys?limit=1", nil)
+	if err != nil {
+		return false
+	}
+	req.RemoteAddr = r.RemoteAddr
+	req.Header.Set("Authorization", "Bearer "+token)
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	c.Admin.ServeHTTP(rec, req)
+	return rec.status == http.StatusOK
 }
