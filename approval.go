@@ -15,6 +15,10 @@ const (
 	ApprovalExpired  = "expired"  // pending or approved past ExpiresAt (derived, never stored)
 )
 
+// DecisionApproval marks an audit event of a person's decision on an
+// approval: nothing was forwarded; the client's retry is audited itself.
+const DecisionApproval = "approval"
+
 // DefaultApprovalTTL is how long an approval lives when the key's policy
 // names no TTL; MaxApprovalTTL keeps it inside Stripe's 24-hour
 // idempotency window with keybrake's hour of margin.
