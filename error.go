@@ -8,14 +8,15 @@ import (
 // Error codes. Each maps to one HTTP status in http/error.go; only EINTERNAL
 // is logged as an internal failure.
 const (
-	ECONFLICT     = "conflict"     // the request conflicts with current state
-	EINTERNAL     = "internal"     // a bug or an unexpected failure
-	EINVALID      = "invalid"      // malformed or unacceptable input
-	ENOTFOUND     = "not_found"    // the named object does not exist
-	EUNAUTHORIZED = "unauthorized" // missing, unknown, expired or revoked credentials
-	EFORBIDDEN    = "forbidden"    // authenticated but not allowed by policy
-	EOVERCAP      = "over_cap"     // the amount would exceed a spend cap
-	EUNAVAILABLE  = "unavailable"  // a dependency (the store, the upstream) is down
+	ECONFLICT     = "conflict"          // the request conflicts with current state
+	EINTERNAL     = "internal"          // a bug or an unexpected failure
+	EINVALID      = "invalid"           // malformed or unacceptable input
+	ENOTFOUND     = "not_found"         // the named object does not exist
+	EUNAUTHORIZED = "unauthorized"      // missing, unknown, expired or revoked credentials
+	EFORBIDDEN    = "forbidden"         // authenticated but not allowed by policy
+	EOVERCAP      = "over_cap"          // the amount would exceed a spend cap
+	EUNAVAILABLE  = "unavailable"       // a dependency (the store, the upstream) is down
+	EAPPROVAL     = "approval_required" // a person must approve the request first (approval.go)
 )
 
 // Error is keybrake's application error. Code is machine-readable, Message is

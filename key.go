@@ -75,7 +75,10 @@ type Key struct {
 	AllowUnpriced     bool              `json:"allow_unpriced"`
 	AllowSecretReads  bool              `json:"allow_secret_reads"`
 	Metadata          map[string]string `json:"metadata"`
-	Guards            *Guards           `json:"guards"` // nil: no guards (guard.go)
+	Guards            *Guards           `json:"guards"`    // nil: no guards (guard.go)
+	Mint              bool              `json:"mint"`      // may mint child keys from its own budget (delegate.go)
+	ParentID          string            `json:"parent_id"` // the key this one was minted from, "" for a key an admin created
+	Approval          *ApprovalPolicy   `json:"approval"`  // nil: no request waits for a person (approval.go)
 
 	ExpiresAt       *time.Time `json:"expires_at"`
 	RevokedAt       *time.Time `json:"revoked_at"`
@@ -163,6 +166,8 @@ type KeyUpdate struct {
 	AllowSecretReads  *bool
 	Metadata          *map[string]string
 	Guards            *Guards // a zero Guards removes every guard
+	Mint              *bool
+	Approval          *ApprovalPolicy // a zero ApprovalPolicy removes the requirement
 	SetExpiresAt      bool
 	ExpiresAt         *time.Time
 }
@@ -218,6 +223,16 @@ func (k *Key) Apply(upd KeyUpdate) {
 		if !upd.Guards.IsZero() {
 			g := *upd.Guards
 			k.Guards = &g
+		}
+	}
+	if upd.Mint != nil {
+		k.Mint = *upd.Mint
+	}
+	if upd.Approval != nil {
+		k.Approval = nil
+		if !upd.Approval.IsZero() {
+			a := upd.Approval.Clone()
+			k.Approval = &a
 		}
 	}
 	if upd.SetExpiresAt {

@@ -175,6 +175,8 @@ type Store interface {
 	AuditChainService
 	AlertService
 	GuardService
+	DelegationService
+	ApprovalService
 	// Ping returns EUNAVAILABLE if the store cannot be reached.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.

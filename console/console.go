@@ -175,6 +175,12 @@ func (c *Console) route(w http.ResponseWriter, r *http.Request, path string) {
 		c.serveEvents(w, r)
 	case rest == "events/stream" && get:
 		c.serveEventsStream(w, r)
+	case rest == "approvals" && get:
+		c.serveApprovals(w, r, "")
+	case len(parts) == 2 && parts[0] == "approvals" && validApprovalID(parts[1]) && get:
+		c.serveApprovals(w, r, parts[1])
+	case len(parts) == 3 && parts[0] == "approvals" && validApprovalID(parts[1]) && (parts[2] == "approve" || parts[2] == "deny") && post:
+		c.serveDecideApproval(w, r, parts[1], parts[2])
 	case rest == "alerts" && get:
 		c.serveAlerts(w, r)
 	case rest == "alerts/test" && post:

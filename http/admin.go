@@ -29,6 +29,10 @@ const (
 
 // serveAdmin routes the admin API. raw is the escaped path.
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request, raw string) {
+	if raw == selfChildrenPath { // authenticated by the vault key, not the admin token (delegate.go)
+		s.serveSelfMint(w, r)
+		return
+	}
 	r, ok := s.adminGate(w, r, r.Method != http.MethodGet && r.Method != http.MethodHead)
 	if !ok {
 		return
@@ -50,6 +54,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request, raw string) 
 		s.handleUpdateKey(w, r, parts[1])
 	case len(parts) == 3 && validID(parts[1]) && parts[2] == "revoke" && r.Method == http.MethodPost:
 		s.handleRevokeKey(w, r, parts[1])
+	case len(parts) == 3 && validID(parts[1]) && parts[2] == "children" && r.Method == http.MethodPost:
+		s.handleAdminMint(w, r, parts[1])
 	case len(parts) == 3 && validID(parts[1]) && parts[2] == "events" && r.Method == http.MethodGet:
 		s.handleListEvents(w, r, parts[1])
 	case len(parts) == 3 && validID(parts[1]) && r.Method == http.MethodPost && s.serveKeyLifecycle(w, r, parts[1], parts[2]):
@@ -151,6 +157,10 @@ func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id stri
 		s.writeAdminError(w, r, err)
 		return
 	}
+	if err := s.checkChildUpdate(r, id, upd); err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
 	now := s.Now().UTC().Truncate(time.Microsecond)
 	k, err := s.Store.UpdateKey(r.Context(), id, upd, now)
 	if err != nil {
@@ -175,6 +185,7 @@ func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request, id stri
 	}
 	s.evictKey(k.ID)
 	s.audited(r, "key.revoke", k.ID, "")
+	s.returnEscrows(r.Context()) // what a revoked child did not spend goes back now (delegate.go)
 	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key"})
 }
 
@@ -400,6 +411,18 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 			t = &v
 		}
 		upd.SetExpiresAt, upd.ExpiresAt = true, t
+	case "mint":
+		var v bool
+		if err := json.Unmarshal(raw, &v); err != nil || isNull {
+			return keybrake.ErrorParam(name, "mint must be true or false.")
+		}
+		upd.Mint = &v
+	case "approval":
+		p, err := decodeApprovalPolicy(raw) // delegate.go
+		if err != nil {
+			return err
+		}
+		upd.Approval = p
 	case "guards":
 		g, err := decodeGuards(raw) // resume.go
 		if err != nil {
@@ -407,7 +430,7 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 		}
 		upd.Guards = g
 	default:
-		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, allow_secret_reads, metadata, expires_at, guards.", name)
+		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, allow_secret_reads, metadata, expires_at, guards, mint, approval.", name)
 	}
 	return nil
 }

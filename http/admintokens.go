@@ -22,6 +22,8 @@ func (s *Server) serveAdminMore(w http.ResponseWriter, r *http.Request, raw stri
 		s.handleCreateAdminToken(w, r)
 	case len(parts) == 3 && parts[0] == "admin_tokens" && parts[2] == "revoke" && r.Method == http.MethodPost:
 		s.handleRevokeAdminToken(w, r, parts[1])
+	case parts[0] == "approvals":
+		s.serveApprovals(w, r, parts) // approval.go
 	case len(parts) == 1 && parts[0] == "audit" && r.Method == http.MethodGet:
 		s.handleAdminEvents(w, r)
 	default:

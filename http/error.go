@@ -17,6 +17,7 @@ var codes = map[string]int{
 	keybrake.EUNAUTHORIZED: http.StatusUnauthorized,
 	keybrake.EFORBIDDEN:    http.StatusForbidden,
 	keybrake.EOVERCAP:      http.StatusTooManyRequests,
+	keybrake.EAPPROVAL:     http.StatusPaymentRequired, // docs/approvals.md says why 402, not 409
 	keybrake.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	keybrake.EINTERNAL:     http.StatusInternalServerError,
 }
@@ -54,6 +55,7 @@ var stripeTypes = map[string][2]string{
 	keybrake.EUNAUTHORIZED: {"invalid_request_error", "keybrake_unauthorized"},
 	keybrake.EFORBIDDEN:    {"invalid_request_error", "keybrake_forbidden"},
 	keybrake.EOVERCAP:      {"invalid_request_error", "keybrake_spend_cap_exceeded"},
+	keybrake.EAPPROVAL:     {"invalid_request_error", "keybrake_approval_required"},
 	keybrake.EUNAVAILABLE:  {"api_error", "keybrake_unavailable"},
 	keybrake.EINTERNAL:     {"api_error", "keybrake_internal"},
 }

@@ -71,6 +71,9 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, form
 	if target.Micros <= hold.Micros {
 		return true
 	}
+	if _, ok := p.approve(w, r, c, target); !ok { // approval.go: raising past the threshold waits too
+		return false
+	}
 	res, err := s.Store.RaiseHold(r.Context(), keybrake.RaiseArgs{ID: hold.ID, Amount: target.Amount, Currency: target.Currency, Micros: target.Micros, Now: now})
 	if err != nil {
 		p.deny(w, r, c, storeError(err), nil)

@@ -249,7 +249,7 @@ func (c *call) fingerprint() string {
 // must not be forwarded.
 func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *stripe.Form, price func() (stripe.Price, error)) bool {
 	s := p.s
-	if cur, ok := form.Get("currency"); ok && !c.key.Caps.Any() {
+	if cur, ok := form.Get("currency"); ok && !c.key.Caps.Any() && c.key.Approval.IsZero() {
 		if _, hasRate := s.Rates.Rate(cur); !hasRate {
 			// An uncapped key only tracks spend; with no rate there is
 			// nothing to count, so forward without reserving.
@@ -275,6 +275,10 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 		return false
 	}
 	c.body = p.withMetadata(c, form)
+	approval, ok := p.approve(w, r, c, pr) // approval.go: a person first, above the key's threshold
+	if !ok {
+		return false
+	}
 	now := s.Now()
 	rsv := &keybrake.Reservation{
 		ID:             randomID("rsv_", 24),
@@ -325,6 +329,7 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 			return false
 		}
 	}
+	p.useApproval(r, approval, res.Reservation)
 	s.metrics.reserved(c, res.Replay)
 	return true
 }

@@ -30,6 +30,7 @@ func (s *Server) resolveLoop() {
 			if _, err := s.Resolve(ctx); err != nil {
 				s.logger().Warn("resolver pass failed", "err", err)
 			}
+			s.returnEscrows(ctx) // delegate.go
 			if s.holdsDue(s.Now()) {
 				if _, err := s.SweepHolds(ctx); err != nil {
 					s.logger().Warn("hold sweep failed", "err", err)

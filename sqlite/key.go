@@ -17,7 +17,8 @@ const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	cap_per_request, cap_daily, cap_monthly, cap_total,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
-	allow_secret_reads, guards, suspended_at, suspended_reason, prev_secret_hash, prev_secret_until`
+	allow_secret_reads, guards, suspended_at, suspended_reason, prev_secret_hash, prev_secret_until,
+	parent_id, mint, approval`
 
 // Key lookups prepared at Open: every proxied request authenticates by hash.
 const (
@@ -50,7 +51,7 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO keys (`+keyColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 		if isUnique(err) {
 			return keybrake.Errorf(keybrake.ECONFLICT, "A key with this ID or secret already exists.")
 		}
@@ -185,10 +186,17 @@ func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybr
 	if err := updateKey(ctx, tx, k); err != nil {
 		return nil, err
 	}
+	children, err := revokeDescendants(ctx, tx, id, at) // delegate.go
+	if err != nil {
+		return nil, err
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "revoke key %s", id)
 	}
 	s.notifyKey(id)
+	for _, c := range children {
+		s.notifyKey(c)
+	}
 	return k, nil
 }
 
@@ -224,7 +232,8 @@ func updateKey(ctx context.Context, tx *sql.Tx, k *keybrake.Key) error {
 		allowed_endpoints = ?10, allowed_customers = ?11, allowed_accounts = ?12, allowed_currencies = ?13,
 		allow_unpriced = ?15, metadata = ?16, expires_at = ?17, revoked_at = ?18, updated_at = ?20,
 		allow_secret_reads = ?21, guards = ?22, suspended_at = ?23, suspended_reason = ?24,
-		secret_hash = ?4, secret_prefix = ?5, prev_secret_hash = ?25, prev_secret_until = ?26
+		secret_hash = ?4, secret_prefix = ?5, prev_secret_hash = ?25, prev_secret_until = ?26,
+		mint = ?28, approval = ?29
 		WHERE id = ?1`, args...); err != nil {
 		return wrap(err, "update key %s", k.ID)
 	}
@@ -251,6 +260,7 @@ func keyArgs(k *keybrake.Key) ([]any, error) {
 		k.Timezone, k.AllowUnpriced, string(meta),
 		nullTime(k.ExpiresAt), nullTime(k.RevokedAt), k.CreatedAt.UnixMicro(), k.UpdatedAt.UnixMicro(),
 		k.AllowSecretReads, encodeGuards(k.Guards), nullTime(k.SuspendedAt), k.SuspendedReason, nullString(k.PreviousSecretHash), nullTime(k.PreviousSecretExpiresAt),
+		k.ParentID, k.Mint, encodeApproval(k.Approval),
 	}, nil
 }
 
@@ -271,6 +281,7 @@ func scanKey(row scanner) (*keybrake.Key, error) {
 		prevHash             sql.NullString
 		created, updated     int64
 		guards               string
+		approval             string
 	)
 	capPtrs := []**keybrake.Micros{&k.PerRequest, &k.Daily, &k.Monthly, &k.Total}
 	listPtrs := []*[]string{&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies}
@@ -278,8 +289,12 @@ func scanKey(row scanner) (*keybrake.Key, error) {
 		&caps[0], &caps[1], &caps[2], &caps[3],
 		&lists[0], &lists[1], &lists[2], &lists[3],
 		&k.Timezone, &k.AllowUnpriced, &meta, &expires, &revoked, &created, &updated,
-		&k.AllowSecretReads, &guards, &suspended, &k.SuspendedReason, &prevHash, &prevUntil); err != nil {
+		&k.AllowSecretReads, &guards, &suspended, &k.SuspendedReason, &prevHash, &prevUntil,
+		&k.ParentID, &k.Mint, &approval); err != nil {
 		return nil, err
+	}
+	if err := decodeApproval(approval, &k.Approval); err != nil {
+		return nil, fmt.Errorf("decode key %s approval: %w", k.ID, err)
 	}
 	g, err := decodeGuards(guards)
 	if err != nil {

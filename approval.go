@@ -1,0 +1,181 @@
+package keybrake
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Approval states.
+const (
+	ApprovalPending  = "pending"  // waiting for a person
+	ApprovalApproved = "approved" // a person approved; the retry under the same Idempotency-Key goes through
+	ApprovalDenied   = "denied"   // a person denied; the request is refused
+	ApprovalUsed     = "used"     // the approved request was reserved; further retries are replays
+	ApprovalExpired  = "expired"  // pending or approved past ExpiresAt (derived, never stored)
+)
+
+// DecisionApproval marks an audit event of a person's decision on an
+// approval: nothing was forwarded; the client's retry is audited itself.
+const DecisionApproval = "approval"
+
+// DefaultApprovalTTL is how long an approval lives when the key's policy
+// names no TTL; MaxApprovalTTL keeps it inside Stripe's 24-hour
+// idempotency window with keybrake's hour of margin.
+const (
+	DefaultApprovalTTL = time.Hour
+	MaxApprovalTTL     = 23 * time.Hour
+)
+
+// ApprovalPolicy makes some requests of a key wait for a person: those whose
+// amount is above AboveUSD, and those naming one of Operations.
+type ApprovalPolicy struct {
+	AboveUSD   *Micros  `json:"above_usd"`   // nil: no amount needs approval
+	Operations []string `json:"operations"`  // operation names, e.g. refunds.create
+	TTLSeconds int64    `json:"ttl_seconds"` // how long an approval lives; 0 means DefaultApprovalTTL
+}
+
+// IsZero reports whether p requires nothing.
+func (p *ApprovalPolicy) IsZero() bool {
+	return p == nil || (p.AboveUSD == nil && len(p.Operations) == 0)
+}
+
+// Clone returns a copy sharing nothing with p.
+func (p *ApprovalPolicy) Clone() ApprovalPolicy {
+	c := *p
+	if p.AboveUSD != nil {
+		v := *p.AboveUSD
+		c.AboveUSD = &v
+	}
+	c.Operations = slices.Clone(p.Operations)
+	return c
+}
+
+// TTL is how long an approval of this policy lives.
+func (p *ApprovalPolicy) TTL() time.Duration {
+	if p == nil || p.TTLSeconds <= 0 {
+		return DefaultApprovalTTL
+	}
+	return time.Duration(p.TTLSeconds) * time.Second
+}
+
+// Requires returns why a request of operation op moving m USD needs approval
+// under p, or "" when it does not.
+func (p *ApprovalPolicy) Requires(op string, m Micros) string {
+	if p.IsZero() {
+		return ""
+	}
+	if slices.Contains(p.Operations, op) {
+		return op + " needs approval on this key"
+	}
+	if p.AboveUSD != nil && m > *p.AboveUSD {
+		return "$" + m.String() + " is above this key's approval threshold of $" + p.AboveUSD.String()
+	}
+	return ""
+}
+
+// AtLeast reports whether p requires approval for everything q does: a
+// threshold at or below q's, q's operations among p's, a TTL no longer.
+func (p *ApprovalPolicy) AtLeast(q *ApprovalPolicy) bool {
+	if q.IsZero() {
+		return true
+	}
+	if p.IsZero() {
+		return false
+	}
+	if q.AboveUSD != nil && (p.AboveUSD == nil || *p.AboveUSD > *q.AboveUSD) {
+		return false
+	}
+	for _, op := range q.Operations {
+		if !slices.Contains(p.Operations, op) {
+			return false
+		}
+	}
+	return p.TTL() <= q.TTL()
+}
+
+// Approval is one request waiting for, or given, a person's decision. It is
+// keyed by (KeyID, IdempotencyKey): the client's retry with the same key
+// and the same request (Fingerprint) is the approved request.
+//
+// The lifecycle of an approval, one line per transition:
+//
+//	(none)    --request needs approval (RequestApproval)-->  pending   (answered 402 keybrake_approval_required)
+//	pending   --a person approves (DecideApproval)-->        approved
+//	pending   --a person denies (DecideApproval)-->          denied    (final)
+//	approved  --the retry is reserved (UseApproval)-->       used      (final; later retries are replays)
+//	pending, approved --ExpiresAt passes-->                  expired   (derived; final)
+type Approval struct {
+	ID             string     `json:"id"`
+	KeyID          string     `json:"key_id"`
+	IdempotencyKey string     `json:"idempotency_key"`
+	Fingerprint    string     `json:"-"`
+	Operation      string     `json:"operation"`
+	Method         string     `json:"method"`
+	Path           string     `json:"path"`
+	Account        string     `json:"stripe_account,omitempty"`
+	Amount         int64      `json:"amount"`
+	Currency       string     `json:"currency"`
+	Micros         Micros     `json:"usd"`
+	Reason         string     `json:"reason"` // why it needs approval
+	State          string     `json:"state"`
+	DecidedBy      string     `json:"decided_by,omitempty"` // the admin token's name, or "link:<name>" for a signed link
+	DecidedAt      *time.Time `json:"decided_at,omitempty"`
+	ReservationID  string     `json:"reservation_id,omitempty"`
+	ExpiresAt      time.Time  `json:"expires_at"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+// Status returns the approval's state at now, ApprovalExpired for a pending
+// or approved one past ExpiresAt.
+func (a *Approval) Status(now time.Time) string {
+	if (a.State == ApprovalPending || a.State == ApprovalApproved) && !now.Before(a.ExpiresAt) {
+		return ApprovalExpired
+	}
+	return a.State
+}
+
+// ApprovalFilter selects approvals, newest first.
+type ApprovalFilter struct {
+	KeyID string
+	State string // a stored state; "" for any
+	Limit int    // 0 means 50
+}
+
+// DecideArgs is a person's decision on an approval.
+type DecideArgs struct {
+	ID      string
+	Approve bool
+	By      string
+	Now     time.Time
+}
+
+// ApprovalService keeps approvals. See Approval for the state machine.
+type ApprovalService interface {
+	// RequestApproval records a (pending) unless the key already has an
+	// approval for a.IdempotencyKey, and returns the approval now stored
+	// under it with created saying which. The caller compares Fingerprint.
+	// Returns EINVALID for a missing ID, key or Idempotency-Key.
+	RequestApproval(ctx context.Context, a *Approval) (stored *Approval, created bool, err error)
+
+	// FindApprovalByID returns an approval. Returns ENOTFOUND.
+	FindApprovalByID(ctx context.Context, id string) (*Approval, error)
+
+	// FindApprovalByKey returns the key's approval for an Idempotency-Key.
+	// Returns ENOTFOUND when there is none.
+	FindApprovalByKey(ctx context.Context, keyID, idempotencyKey string) (*Approval, error)
+
+	// FindApprovals returns approvals matching f, newest first.
+	FindApprovals(ctx context.Context, f ApprovalFilter) ([]*Approval, error)
+
+	// DecideApproval approves or denies a pending approval at args.Now,
+	// recording who. Returns ENOTFOUND for an unknown ID, ECONFLICT for one
+	// already decided or expired at Now.
+	DecideApproval(ctx context.Context, args DecideArgs) (*Approval, error)
+
+	// UseApproval marks an approved approval used by reservationID. A used
+	// one is left as it is. Returns ENOTFOUND for an unknown ID, ECONFLICT
+	// for one not approved.
+	UseApproval(ctx context.Context, id, reservationID string, now time.Time) error
+}
