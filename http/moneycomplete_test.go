@@ -359,3 +359,30 @@ func directPost(t *testing.T, e *Env, path, body string) (int, map[string]any) {
 	_ = json.Unmarshal(out, &v)
 	return resp.StatusCode, v
 }
+
+// Stripe scopes Idempotency-Keys by its secret, which every vault key
+// shares: a key reused by another vault key gets Stripe's saved answer to
+// the first. keybrake neither counts it nor hands the other client's object
+// over.
+func TestMoneyComplete_IdempotencyKeyAcrossVaultKeys(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":50,"allowed_endpoints":["*"]}`)
+		b := newAttacker(t, e, `{"total_usd_cap":50,"allowed_endpoints":["*"]}`)
+		ch := a.must(t, 200, "POST", "/v1/charges", "amount=1500&currency=usd&source=tok_visa", Header{"Idempotency-Key", "order-42"})
+		v := b.must(t, 400, "POST", "/v1/charges", "amount=1500&currency=usd&source=tok_visa", Header{"Idempotency-Key", "order-42"})
+		if strings.Contains(fmt.Sprint(v), id(ch)) {
+			t.Fatalf("key B received key A's charge: %v", v)
+		}
+		if got := e.Spend(t, b.keyID).Total; got != 0 {
+			t.Fatalf("key B counts %s for a charge it did not make", got)
+		}
+		// A's own retry is still a replay, counted once.
+		if again := a.must(t, 200, "POST", "/v1/charges", "amount=1500&currency=usd&source=tok_visa", Header{"Idempotency-Key", "order-42"}); id(again) != id(ch) {
+			t.Fatalf("A's retry got %s, want its own %s", id(again), id(ch))
+		}
+		if got := e.Spend(t, a.keyID).Total; got != 15*keybrake.MicrosPerUSD {
+			t.Fatalf("key A counts %s, want 15.00", got)
+		}
+		a.wantMoneyComplete(t, 5000)
+	})
+}

@@ -500,6 +500,9 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 	// Keybrake-Request-Id and Keybrake-Upstream are already on the
 	// response writer; ReverseProxy adds the upstream's headers to them.
 
+	if c.rsv != nil && !c.replay && !c.held && resp.Header.Get("Idempotent-Replayed") == "true" {
+		return p.foreignReplay(resp, c)
+	}
 	out := stripe.ReadOutcome(body)
 	decision := keybrake.DecisionAllow
 	if c.replay {
@@ -513,6 +516,31 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 	p.s.metrics.upstream(c, resp.StatusCode)
 	p.s.metrics.decision(opName(c), decision)
 	p.audit(resp.Request, c, decision, reason, resp.StatusCode, out.ID)
+	return nil
+}
+
+// foreignReplay answers a request whose new reservation Stripe answered with
+// a saved response: Stripe scopes Idempotency-Keys by its secret, which
+// every vault key shares, so the key was first used by another vault key
+// (or outside keybrake) — this key's own retries find their reservation
+// and are replays. Nothing moved for this request: its reservation is
+// released, and the other client's object is not handed over; the client
+// gets Stripe's own idempotency error and should use a new key.
+func (p *proxy) foreignReplay(resp *http.Response, c *call) error {
+	const msg = "This Idempotency-Key was already used by another client of this Stripe account; keybrake does not return another client's answer. Nothing was charged. Retry with a new Idempotency-Key."
+	ctx := context.WithoutCancel(resp.Request.Context())
+	if _, err := p.s.Store.Settle(ctx, keybrake.SettleArgs{ID: c.rsv.ID, State: keybrake.StateReleased, UpstreamStatus: resp.StatusCode, Now: p.s.Now()}); err != nil {
+		p.s.logger().Error("release after a foreign replay failed; the resolver settles it", "reservation", c.rsv.ID, "err", err)
+	}
+	b, _ := json.Marshal(stripeError{Error: stripeErrorBody{Type: "idempotency_error", Code: "idempotency_key_in_use", Param: "Idempotency-Key", Message: msg}})
+	resp.StatusCode, resp.Status = http.StatusBadRequest, "400 Bad Request"
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	resp.Header = http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(b))},
+		"Request-Id": resp.Header.Values("Request-Id"), "Stripe-Should-Retry": {"false"}}
+	p.s.metrics.upstream(c, http.StatusBadRequest)
+	p.s.metrics.decision(opName(c), keybrake.EINVALID)
+	p.audit(resp.Request, c, keybrake.DecisionDeny, "released: Stripe replayed another client's answer to this Idempotency-Key", http.StatusBadRequest, "")
 	return nil
 }
 
