@@ -175,6 +175,7 @@ type Store interface {
 	AuditChainService
 	AlertService
 	GuardService
+	RetentionService
 	// Ping returns EUNAVAILABLE if the store cannot be reached.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.

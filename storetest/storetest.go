@@ -84,6 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("Guards", func(t *testing.T) { testGuards(t, o) })
 	t.Run("Admin", func(t *testing.T) { testAdmin(t, o) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, o) })
+	t.Run("Retention", func(t *testing.T) { testRetention(t, o) })
 }
 
 // opener is what the test groups receive: open plus the close cleanup.
