@@ -47,13 +47,13 @@ func (g *growthConfig) validate() error {
 // benchClock is the proxy's clock during a growth run.
 type benchClock struct{ t atomic.Int64 }
 
-func (c *benchClock) Now() time.Time     { return time.UnixMicro(c.t.Load()) }
+func (c *benchClock) Now() time.Time      { return time.UnixMicro(c.t.Load()) }
 func (c *benchClock) add(d time.Duration) { c.t.Add(d.Microseconds()) }
 
 // GrowthRow is the store after one simulated day.
 type GrowthRow struct {
 	Day       int              `json:"day"`
-	Requests  int64            `json:"requests"`  // charges sent so far
+	Requests  int64            `json:"requests"`   // charges sent so far
 	WALBytes  int64            `json:"wal_bytes"`  // SQLite: the -wal file at the end of the day, before a checkpoint
 	FileBytes int64            `json:"file_bytes"` // SQLite: the database file after a checkpoint; PostgreSQL: every table with its indexes and TOAST
 	LiveBytes int64            `json:"live_bytes"` // SQLite: pages in use (the file keeps freed pages for reuse); PostgreSQL: = FileBytes
