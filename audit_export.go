@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 )
 
 // AuditReport is the outcome of verifying audit chains.
@@ -124,4 +125,85 @@ func VerifyAuditExport(r io.Reader) (*AuditReport, error) {
 		v = NewChainVerifier(anchors)
 	}
 	return &AuditReport{Events: v.Events, Unchained: v.Unchained, Heads: heads, Anchors: anchors, Breaks: v.Finish(heads)}, nil
+}
+
+// ExportAuditLog is VerifyAuditLog for the events since a time: each key's
+// events from its first one at or after since (and every later one of its
+// chain, so the export has no gaps), behind an anchor line that names the
+// seq and previous hash they start from. A key with no event since is
+// anchored past its head. The export verifies offline on its own; its
+// anchors' hashes are the last hashes of the export before it, so
+// consecutive exports chain. A zero since exports everything, as
+// VerifyAuditLog.
+func ExportAuditLog(ctx context.Context, s AuditChainService, w io.Writer, since time.Time) (*AuditReport, error) {
+	if since.IsZero() {
+		return VerifyAuditLog(ctx, s, w)
+	}
+	heads, err := s.ChainHeads(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read audit heads: %w", err)
+	}
+	first := map[string]*Event{} // each key's first chained event since
+	if err := eachEvent(ctx, s, func(e *Event) error {
+		if e.Seq > 0 && first[e.KeyID] == nil && !e.Time.Before(since) {
+			first[e.KeyID] = e
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var anchors []ChainLink
+	for _, h := range heads {
+		if e := first[h.KeyID]; e != nil {
+			anchors = append(anchors, ChainLink{KeyID: h.KeyID, Seq: e.Seq, Hash: e.PrevHash, Time: since})
+		} else {
+			anchors = append(anchors, ChainLink{KeyID: h.KeyID, Seq: h.Seq + 1, Hash: h.Hash, Time: since})
+		}
+	}
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for i := range anchors {
+		if err := enc.Encode(auditLine{Type: "anchor", Link: &anchors[i]}); err != nil {
+			return nil, err
+		}
+	}
+	v := NewChainVerifier(anchors)
+	if err := eachEvent(ctx, s, func(e *Event) error {
+		if f := first[e.KeyID]; e.Seq == 0 && e.Time.Before(since) || e.Seq > 0 && (f == nil || e.ID < f.ID) {
+			return nil
+		}
+		v.Add(e)
+		return enc.Encode(auditLine{Type: "event", Event: e})
+	}); err != nil {
+		return nil, err
+	}
+	for i := range heads {
+		if err := enc.Encode(auditLine{Type: "head", Link: &heads[i]}); err != nil {
+			return nil, err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return nil, err
+	}
+	return &AuditReport{Events: v.Events, Unchained: v.Unchained, Heads: heads, Anchors: anchors, Breaks: v.Finish(heads)}, nil
+}
+
+// eachEvent calls fn with every event of s in insertion order.
+func eachEvent(ctx context.Context, s AuditChainService, fn func(*Event) error) error {
+	var after int64
+	for {
+		es, err := s.ChainEvents(ctx, ChainPage{AfterID: after, Limit: 1000})
+		if err != nil {
+			return fmt.Errorf("read audit events: %w", err)
+		}
+		if len(es) == 0 {
+			return nil
+		}
+		for _, e := range es {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		after = es[len(es)-1].ID
+	}
 }

@@ -177,6 +177,7 @@ type Store interface {
 	GuardService
 	DelegationService
 	ApprovalService
+	RetentionService
 	// Ping returns EUNAVAILABLE if the store cannot be reached.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.

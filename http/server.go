@@ -111,6 +111,9 @@ type Server struct {
 	// AdminTokens are named admin identities besides AdminToken (which is
 	// the admin named "env"); see admintokens.go.
 	AdminTokens *AdminTokens
+	// Retention prunes old audit events, reservations and alerts in the
+	// background (retention.go); a zero Age keeps everything.
+	Retention RetentionConfig
 
 	metrics     *metrics
 	audit       *auditLog
@@ -164,6 +167,7 @@ func (s *Server) Open() error {
 		go s.driftLoop()
 	}
 	s.startAlerts()
+	s.startRetention()
 	return nil
 }
 
@@ -179,6 +183,8 @@ func (s *Server) init() error {
 		return keybrake.ErrorParam("upstream_key", "no upstream secret key configured")
 	case s.AdminToken == "" && s.AdminTokens == nil:
 		return keybrake.ErrorParam("admin_token", "no admin token configured")
+	case s.Retention.Age > 0 && s.Retention.Age < keybrake.MinRetention:
+		return keybrake.ErrorParam("retention", "retention %s is shorter than the minimum %s", s.Retention.Age, keybrake.MinRetention)
 	}
 	if s.Now == nil {
 		s.Now = time.Now

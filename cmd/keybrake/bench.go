@@ -37,6 +37,7 @@ type benchConfig struct {
 	JSON        bool
 	Ops         map[string]bool
 	CapCheck    int
+	Now         func() time.Time // the proxies' clock; default time.Now (bench_growth.go moves it)
 }
 
 func runBench(ctx context.Context, args []string, env Env) error {
@@ -57,7 +58,15 @@ not absolute values, and run it twice.`, env)
 	ops := fs.String("ops", "get,charge", "what to measure, comma-separated: get (a passthrough read), charge (a capped charge), guards (a capped charge on a key with all four guards vs the same key without, 3 runs)")
 	fs.IntVar(&c.CapCheck, "cap-check", 500, "after measuring, 64 clients race for a key capped at this many dollars ($1.00 charges): exactly that many must pass; 0 skips")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	var g growthConfig
+	g.flags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench takes no arguments, got %q (flags start with --)", fs.Args())
+	}
+	if err := g.validate(); err != nil {
 		return err
 	}
 	for _, s := range strings.Split(conc, ",") {
@@ -90,6 +99,9 @@ not absolute values, and run it twice.`, env)
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if g.PerDay > 0 {
+		return runGrowth(ctx, c, g, env)
 	}
 	b, err := newBench(ctx, c)
 	if err != nil {
@@ -176,6 +188,9 @@ func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
 		s.AdminToken = "kbadm_bench"
 		s.Logger = slog.New(slog.DiscardHandler)
 		s.Rates = stripe.Rates{}
+		if cfg.Now != nil {
+			s.Now = cfg.Now
+		}
 		if err := s.Open(); err != nil {
 			b.close()
 			return nil, err

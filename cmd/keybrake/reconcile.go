@@ -171,11 +171,21 @@ Usage: keybrake reconcile [flags] FILE`, env)
 		every     = fs.Int("progress-every", envInt(env, "KEYBRAKE_PROGRESS_EVERY", 100), "print progress to stderr every N events; 0 disables (KEYBRAKE_PROGRESS_EVERY)")
 	)
 	chosen := transportFlags(fs, env, true)
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return errors.New("reconcile takes one FILE of expected events")
+	if len(rest) != 1 {
+		return fmt.Errorf("reconcile takes one FILE of expected events (JSON lines or CSV, as for publish), got %d arguments: keybrake reconcile [flags] FILE", len(rest))
+	}
+	file := rest[0]
+	switch *format {
+	case "", "jsonl", "csv":
+	default:
+		return fmt.Errorf("invalid --format (KEYBRAKE_PUBLISH_FORMAT) %q: want jsonl or csv", *format)
+	}
+	if *namespace == "" {
+		return errors.New("missing --namespace (KEYBRAKE_NAMESPACE): the billing namespace the worker charged these events under")
 	}
 	if err := billing.ValidateNamespace(*namespace); err != nil {
 		return fmt.Errorf("invalid --namespace (KEYBRAKE_NAMESPACE): %s", keybrake.ErrorMessage(err))
@@ -199,7 +209,6 @@ Usage: keybrake reconcile [flags] FILE`, env)
 			return err
 		}
 	}
-	file := fs.Arg(0)
 	if *format == "" {
 		*format = "jsonl"
 		if strings.EqualFold(filepath.Ext(file), ".csv") {
@@ -208,7 +217,7 @@ Usage: keybrake reconcile [flags] FILE`, env)
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", file, err)
+		return fmt.Errorf("open the expected events: %w", err)
 	}
 	defer f.Close()
 	events, err := readEvents(f, file, *format)

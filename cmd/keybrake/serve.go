@@ -49,6 +49,8 @@ type ServeConfig struct {
 	KeyMetrics       bool          // --metrics-keys, KEYBRAKE_METRICS_KEYS
 	KeyMetricsMax    int           // --metrics-max-keys, KEYBRAKE_METRICS_MAX_KEYS
 	Listen           ListenConfig  // TLS, the admin listener, limits (serve_listen.go)
+	Retention        time.Duration // --retention, KEYBRAKE_RETENTION: 0 keeps everything (retention.go)
+	RetentionEvery   time.Duration // --retention-interval, KEYBRAKE_RETENTION_INTERVAL
 }
 
 // ServeMain is `keybrake serve`: ParseFlags, then Run, then Close. Tests
@@ -84,6 +86,8 @@ func NewServeMain(env Env) *ServeMain {
 		LogFormat:       "text",
 		AlertInterval:   5 * time.Second,
 		KeyMetricsMax:   khttp.DefaultKeyMetricsMax,
+		Retention:       keybrake.DefaultRetention,
+		RetentionEvery:  10 * time.Minute,
 	}}
 }
 
@@ -119,6 +123,7 @@ Environment only (secrets are kept out of the process list):
 	fs.BoolVar(&c.KeyMetrics, "metrics-keys", envDefault(env, "KEYBRAKE_METRICS_KEYS", "") == "true", "export per-key spend and remaining gauges on /metrics (KEYBRAKE_METRICS_KEYS=true)")
 	fs.IntVar(&c.KeyMetricsMax, "metrics-max-keys", envInt(env, "KEYBRAKE_METRICS_MAX_KEYS", c.KeyMetricsMax), "at most this many keys in the per-key gauges, oldest first (KEYBRAKE_METRICS_MAX_KEYS)")
 	c.Listen.flags(fs, env)
+	retentionFlags(fs, env, &c.Retention, &c.RetentionEvery)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -203,6 +208,9 @@ func (m *ServeMain) validate() (stripe.Rates, error) {
 	if err := c.Listen.validate(c.AdminToken); err != nil {
 		return nil, err
 	}
+	if err := validateRetention(c.Retention, c.RetentionEvery); err != nil {
+		return nil, err
+	}
 	return rates, nil
 }
 
@@ -229,6 +237,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	s.UpstreamTimeout = m.Config.UpstreamTimeout
 	s.Transport = m.Transport
 	s.Drift = khttp.DriftConfig{Interval: m.Config.DriftInterval, Window: m.Config.DriftWindow}
+	s.Retention = khttp.RetentionConfig{Age: m.Config.Retention, Interval: m.Config.RetentionEvery}
 	if m.Now != nil {
 		s.Now = m.Now
 	}
