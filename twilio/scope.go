@@ -49,11 +49,12 @@ func (p Policy) Check(s Scope) string {
 	if len(p.From) > 0 && s.From != "" && !contains(p.From, s.From) {
 		return "From " + printable(s.From) + " is not allowed for this key"
 	}
-	if len(p.MessagingServices) > 0 && s.MessagingServiceSid != "" && !contains(p.MessagingServices, s.MessagingServiceSid) {
-		return "messaging service " + printable(s.MessagingServiceSid) + " is not allowed for this key"
-	}
-	if (len(p.From) > 0 || len(p.MessagingServices) > 0) && s.From == "" && s.MessagingServiceSid == "" {
-		return "the key allows only listed senders; give From or MessagingServiceSid"
+	if s.MessagingServiceSid != "" && s.From == "" {
+		// The service picks the sender from its pool: only a listed
+		// service is known to send from allowed numbers.
+		if (len(p.MessagingServices) > 0 || len(p.From) > 0) && !contains(p.MessagingServices, s.MessagingServiceSid) {
+			return "messaging service " + printable(s.MessagingServiceSid) + " is not allowed for this key"
+		}
 	}
 	return ""
 }
