@@ -106,15 +106,22 @@ func ParseBatch(body []byte) ([]*Email, error) {
 	return out, nil
 }
 
-// ParseUpdate reads the body of emails.update: an object with only
-// scheduled_at. Returns EINVALID otherwise.
-func ParseUpdate(body []byte) (scheduledAt string, err error) {
+// ParseUpdate reads the body of emails.update for the email id in the
+// path: an object with scheduled_at and, as resend-go sends it, the same
+// id. Returns EINVALID for any other field or another id.
+func ParseUpdate(body []byte, id string) (scheduledAt string, err error) {
 	fields, err := object(body, "")
 	if err != nil {
 		return "", err
 	}
+	if raw, ok := fields["id"]; ok {
+		var got string
+		if json.Unmarshal(raw, &got) != nil || got != id {
+			return "", keybrake.ErrorParam("id", "The id in the body is not the id in the path.")
+		}
+	}
 	for k := range fields {
-		if k != "scheduled_at" {
+		if k != "scheduled_at" && k != "id" {
 			return "", keybrake.ErrorParam(k, "Only scheduled_at can be updated (got %s).", printable(k))
 		}
 	}

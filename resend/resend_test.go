@@ -253,10 +253,16 @@ func TestAuthErrorsIdempotency(t *testing.T) {
 			t.Errorf("Outcome(%s) = %v %v", ev, s, r)
 		}
 	}
-	if _, err := resend.ParseUpdate([]byte(`{"scheduled_at":"2026-01-01T00:00:00Z"}`)); err != nil {
+	if _, err := resend.ParseUpdate([]byte(`{"scheduled_at":"2026-01-01T00:00:00Z"}`), id); err != nil {
 		t.Error(err)
 	}
-	if _, err := resend.ParseUpdate([]byte(`{"scheduled_at":"x","to":"a@b.c"}`)); err == nil {
+	if _, err := resend.ParseUpdate([]byte(`{"id":"`+id+`","scheduled_at":"2026-01-01T00:00:00Z"}`), id); err != nil {
+		t.Error(err)
+	}
+	if _, err := resend.ParseUpdate([]byte(`{"id":"other","scheduled_at":"2026-01-01T00:00:00Z"}`), id); err == nil {
+		t.Error("update with another id accepted")
+	}
+	if _, err := resend.ParseUpdate([]byte(`{"scheduled_at":"x","to":"a@b.c"}`), id); err == nil {
 		t.Error("update with to accepted")
 	}
 }
