@@ -462,3 +462,18 @@ func TestScopePolicy(t *testing.T) {
 		})
 	}
 }
+
+func TestRedact(t *testing.T) {
+	acc := mustOp(t, "GET", ".json")
+	out, ok := twilio.Redact(acc, []byte(`{"sid":"`+acct+`","auth_token":"s3cret","status":"active"}`))
+	if !ok || strings.Contains(string(out), "s3cret") || !strings.Contains(string(out), `"status":"active"`) {
+		t.Errorf("Redact = %s %v", out, ok)
+	}
+	if _, ok := twilio.Redact(acc, []byte(`not json s3cret`)); ok {
+		t.Error("an unreadable account answer was passed on")
+	}
+	msg := mustOp(t, "GET", "/Messages.json")
+	if out, ok := twilio.Redact(msg, []byte(`{"messages":[]}`)); !ok || string(out) != `{"messages":[]}` {
+		t.Errorf("Redact changed a message list: %s", out)
+	}
+}
