@@ -14,7 +14,9 @@ require (
 	github.com/nsqio/go-nsq v1.1.0
 	github.com/nsqio/nsq v1.3.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/resend/resend-go/v3 v3.1.1
 	github.com/stripe/stripe-go/v82 v82.5.1
+	github.com/twilio/twilio-go v1.31.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -53,10 +55,8 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/resend/resend-go/v3 v3.1.1 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
-	github.com/twilio/twilio-go v1.31.0 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20240823005443-9b4947da3948 // indirect

@@ -35,23 +35,23 @@ func TestParseOperation(t *testing.T) {
 		{"GET", base + "/Balance.json", "balance.fetch", twilio.ClassRead, ""},
 
 		// Default deny: everything else.
-		{"POST", base + ".json", "", 0, keybrake.ENOTFOUND},                               // accounts.update (suspend, rename)
-		{"POST", base + "/IncomingPhoneNumbers.json", "", 0, keybrake.ENOTFOUND},          // buying a number
-		{"DELETE", base + "/Calls/" + ca + ".json", "", 0, keybrake.ENOTFOUND},            // calls.delete
-		{"POST", base + "/Calls/" + ca + "/Recordings.json", "", 0, keybrake.ENOTFOUND},   // nested
-		{"POST", base + "/Conferences.json", "", 0, keybrake.ENOTFOUND},                   // other resources
-		{"POST", base + "/Keys.json", "", 0, keybrake.ENOTFOUND},                          // API keys
-		{"GET", base + "/Messages/" + ca + ".json", "", 0, keybrake.ENOTFOUND},            // a call sid as a message
-		{"GET", base + "/Messages/" + sm, "", 0, keybrake.ENOTFOUND},                      // without .json
-		{"GET", base + "/Messages.xml", "", 0, keybrake.ENOTFOUND},                        // XML answers
-		{"POST", "/v1/Services", "", 0, keybrake.ENOTFOUND},                               // another host's API
-		{"PUT", base + "/Messages.json", "", 0, keybrake.ENOTFOUND},                       // other methods
-		{"GET", "/2010-04-01/Accounts.json", "", 0, keybrake.ENOTFOUND},                   // listing sub-accounts
-		{"GET", "/2010-04-01/Accounts/ACnothex/Messages.json", "", 0, keybrake.EINVALID},  // bad account sid
+		{"POST", base + ".json", "", 0, keybrake.ENOTFOUND},                              // accounts.update (suspend, rename)
+		{"POST", base + "/IncomingPhoneNumbers.json", "", 0, keybrake.ENOTFOUND},         // buying a number
+		{"DELETE", base + "/Calls/" + ca + ".json", "", 0, keybrake.ENOTFOUND},           // calls.delete
+		{"POST", base + "/Calls/" + ca + "/Recordings.json", "", 0, keybrake.ENOTFOUND},  // nested
+		{"POST", base + "/Conferences.json", "", 0, keybrake.ENOTFOUND},                  // other resources
+		{"POST", base + "/Keys.json", "", 0, keybrake.ENOTFOUND},                         // API keys
+		{"GET", base + "/Messages/" + ca + ".json", "", 0, keybrake.ENOTFOUND},           // a call sid as a message
+		{"GET", base + "/Messages/" + sm, "", 0, keybrake.ENOTFOUND},                     // without .json
+		{"GET", base + "/Messages.xml", "", 0, keybrake.ENOTFOUND},                       // XML answers
+		{"POST", "/v1/Services", "", 0, keybrake.ENOTFOUND},                              // another host's API
+		{"PUT", base + "/Messages.json", "", 0, keybrake.ENOTFOUND},                      // other methods
+		{"GET", "/2010-04-01/Accounts.json", "", 0, keybrake.ENOTFOUND},                  // listing sub-accounts
+		{"GET", "/2010-04-01/Accounts/ACnothex/Messages.json", "", 0, keybrake.EINVALID}, // bad account sid
 		{"GET", "/2010-04-01/Accounts/" + strings.ToUpper(acct) + ".json", "", 0, keybrake.EINVALID},
-		{"GET", base + "/Messages%2Ejson", "", 0, keybrake.EINVALID},                      // escapes
-		{"GET", base + "/../Messages.json", "", 0, keybrake.ENOTFOUND},                    // dot segments
-		{"GET", base + "/Messages.json?x=1", "", 0, keybrake.EINVALID},                    // a query in the path
+		{"GET", base + "/Messages%2Ejson", "", 0, keybrake.EINVALID},   // escapes
+		{"GET", base + "/../Messages.json", "", 0, keybrake.ENOTFOUND}, // dot segments
+		{"GET", base + "/Messages.json?x=1", "", 0, keybrake.EINVALID}, // a query in the path
 		{"GET", base + "/Messages.json\x00", "", 0, keybrake.EINVALID},
 		{"GET", base + "/" + strings.Repeat("a", 300), "", 0, keybrake.EINVALID},
 	}
