@@ -1,0 +1,215 @@
+package twilio
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/keybrake/keybrake"
+)
+
+// MaxTimeLimit is the longest call Twilio places, in seconds, and the
+// length of a call created without TimeLimit: four hours.
+const MaxTimeLimit = 4 * 60 * 60
+
+// Pricer prices messages.create and calls.create in USD micros.
+type Pricer struct {
+	// Rates is the operator's table.
+	Rates Rates
+	// MaxCallSeconds, when above zero, is the longest call a key may
+	// place: a larger TimeLimit is refused, and a call without TimeLimit
+	// is priced at MaxCallSeconds and Cost.AddTimeLimit tells the proxy to
+	// add TimeLimit to the body it forwards, so that Twilio cannot let the
+	// call run longer than was reserved. When zero, a call without
+	// TimeLimit is priced at MaxTimeLimit (Twilio's own default), which a
+	// capped key should refuse with ErrTimeLimitRequired.
+	MaxCallSeconds int
+}
+
+// Cost is what one request costs and counts.
+type Cost struct {
+	Micros   keybrake.Micros // the amount to reserve, rounded up
+	Messages int             // messages the request sends, for count caps
+	Calls    int             // calls the request places, for count caps
+	Country  string          // ISO country of To
+
+	// Messages only.
+	Encoding string // GSM7 or UCS2; "" for MMS
+	Segments int    // SMS segments billed; 0 for MMS
+	MMS      bool
+
+	// Calls only.
+	TimeLimit    int  // seconds reserved
+	Minutes      int  // TimeLimit rounded up to whole minutes
+	AddTimeLimit bool // the body had no TimeLimit: forward it with TimeLimit=TimeLimit
+}
+
+// ErrTimeLimitRequired is the refusal for a call without TimeLimit on a
+// capped key when no maximum call length is configured.
+func ErrTimeLimitRequired() error {
+	return keybrake.ErrorParam("TimeLimit", "keybrake needs TimeLimit (seconds) on calls made with a capped key: "+
+		"without it Twilio lets a call run %d seconds, and keybrake reserves what the call can cost before it is placed.", MaxTimeLimit)
+}
+
+// Price prices op with body form. Call it for what Classify says is
+// ClassPriced (or ClassUnpriced on a key that allows unpriced operations:
+// the price is then a floor).
+//
+//   - messages.create: To's country (see Country); MMS when MediaUrl is
+//     given or SendAsMms=true, at the country's mms rate; otherwise
+//     Segments(Body) × its sms rate. Counts one message.
+//   - calls.create: TimeLimit, rounded up to whole minutes, × To's voice
+//     rate (see MaxCallSeconds for a call without TimeLimit). Counts one
+//     call.
+//
+// Returns EINVALID naming the param for a missing or malformed To, From,
+// Body or TimeLimit (Twilio's own checks, made before anything is sent);
+// EFORBIDDEN for a destination keybrake cannot price: another channel
+// (whatsapp:, client:, sip:), an unknown country, or a country without a
+// configured rate.
+func (p *Pricer) Price(op Operation, form *Form) (Cost, error) {
+	if form == nil {
+		form = &Form{}
+	}
+	switch op.Name {
+	case "messages.create":
+		return p.message(form)
+	case "calls.create":
+		return p.call(form)
+	}
+	return Cost{}, keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake cannot price %s.", op.Name)
+}
+
+func (p *Pricer) message(form *Form) (Cost, error) {
+	c := Cost{Messages: 1}
+	to, err := destination(form)
+	if err != nil {
+		return Cost{}, err
+	}
+	if c.Country, err = Country("To", to); err != nil {
+		return Cost{}, err
+	}
+	from, _ := form.Get("From")
+	svc, _ := form.Get("MessagingServiceSid")
+	switch {
+	case from == "" && svc == "":
+		return Cost{}, keybrake.ErrorParam("From", "A 'From' phone number or a 'MessagingServiceSid' is required.")
+	case svc != "" && !isSid(svc, "MG"):
+		return Cost{}, keybrake.ErrorParam("MessagingServiceSid", "Invalid MessagingServiceSid %q.", printable(svc))
+	}
+	body, _ := form.Get("Body")
+	media := form.All("MediaUrl")
+	if body == "" && len(media) == 0 {
+		return Cost{}, keybrake.ErrorParam("Body", "Message body is required.")
+	}
+	if n := utf8.RuneCountInString(body); n > MaxBodyChars {
+		return Cost{}, keybrake.ErrorParam("Body", "The concatenated message body exceeds the %d character limit (it has %d).", MaxBodyChars, n)
+	}
+	asMMS, _ := form.Get("SendAsMms")
+	if len(media) > 0 || asMMS == "true" {
+		c.MMS = true
+		c.Micros, err = p.Rates.rate(c.Country, "mms")
+		return c, err
+	}
+	c.Encoding, c.Segments = Segments(body)
+	rate, err := p.Rates.rate(c.Country, "sms")
+	if err != nil {
+		return Cost{}, err
+	}
+	c.Micros = rate * keybrake.Micros(c.Segments)
+	return c, nil
+}
+
+func (p *Pricer) call(form *Form) (Cost, error) {
+	c := Cost{Calls: 1}
+	to, err := destination(form)
+	if err != nil {
+		return Cost{}, err
+	}
+	if c.Country, err = Country("To", to); err != nil {
+		return Cost{}, err
+	}
+	if from, _ := form.Get("From"); from == "" {
+		return Cost{}, keybrake.ErrorParam("From", "A 'From' phone number is required.")
+	}
+	limit, given := form.Get("TimeLimit")
+	switch {
+	case given:
+		n, err := strconv.Atoi(limit)
+		if err != nil || n < 1 || n > MaxTimeLimit || strings.HasPrefix(limit, "+") || strings.HasPrefix(limit, "0") {
+			return Cost{}, keybrake.ErrorParam("TimeLimit", "TimeLimit must be a whole number of seconds from 1 to %d.", MaxTimeLimit)
+		}
+		if p.MaxCallSeconds > 0 && n > p.MaxCallSeconds {
+			return Cost{}, keybrake.ErrorParam("TimeLimit", "TimeLimit %d is above the longest call keybrake allows, %d seconds.", n, p.MaxCallSeconds)
+		}
+		c.TimeLimit = n
+	case p.MaxCallSeconds > 0:
+		c.TimeLimit, c.AddTimeLimit = min(p.MaxCallSeconds, MaxTimeLimit), true
+	default:
+		c.TimeLimit = MaxTimeLimit
+	}
+	c.Minutes = (c.TimeLimit + 59) / 60
+	rate, err := p.Rates.rate(c.Country, "voice")
+	if err != nil {
+		return Cost{}, err
+	}
+	c.Micros = rate * keybrake.Micros(c.Minutes)
+	return c, nil
+}
+
+// destination returns To, refusing channels keybrake does not price.
+func destination(form *Form) (string, error) {
+	to, _ := form.Get("To")
+	if to == "" {
+		return "", keybrake.ErrorParam("To", "A 'To' phone number is required.")
+	}
+	if channel, _, ok := strings.Cut(to, ":"); ok {
+		return "", keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake prices SMS, MMS and calls to phone numbers only, not %s: addresses.", printable(channel))
+	}
+	return to, nil
+}
+
+// ParsePrice reads the price Twilio reports on a message or call: a
+// decimal string, negative for a charge ("-0.00790"), null (nil) until
+// Twilio knows it, in unit (price_unit, "USD"). It returns the charge in
+// USD micros, rounded up, and known=false while the price is null.
+//
+// Returns EINVALID for a malformed price and EFORBIDDEN for a unit other
+// than USD, which keybrake cannot convert.
+func ParsePrice(price *string, unit string) (m keybrake.Micros, known bool, err error) {
+	if price == nil || *price == "" {
+		return 0, false, nil
+	}
+	if !strings.EqualFold(unit, "USD") {
+		return 0, false, keybrake.Errorf(keybrake.EFORBIDDEN, "Twilio reported a price in %s; keybrake settles USD only.", printable(unit))
+	}
+	s := strings.TrimPrefix(*price, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	if !digits(whole) || !digits(frac) {
+		return 0, false, keybrake.Errorf(keybrake.EINVALID, "Twilio reported a malformed price %q.", printable(*price))
+	}
+	roundUp := false
+	if len(frac) > 6 {
+		roundUp = strings.Trim(frac[6:], "0") != ""
+		frac = frac[:6]
+	}
+	if frac != "" {
+		whole += "." + frac
+	}
+	if m, err = keybrake.ParseUSD(whole); err != nil {
+		return 0, false, keybrake.Errorf(keybrake.EINVALID, "Twilio reported a malformed price %q.", printable(*price))
+	}
+	if roundUp {
+		m++
+	}
+	return m, true, nil
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
