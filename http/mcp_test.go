@@ -168,13 +168,33 @@ func TestMCPEachToolAgainstSimulator(t *testing.T) {
 	if l := mustOK(t, call(t, cs, "list_customers", map[string]any{"email": "jo@example.com", "limit": 5})); len(l["data"].([]any)) != 1 {
 		t.Fatalf("list_customers = %v", l)
 	}
+	prod := mustOK(t, call(t, cs, "create_product", map[string]any{"name": "T-shirt", "description": "cotton"}))
+	prodID := prod["id"].(string)
+	if l := mustOK(t, call(t, cs, "list_products", nil)); len(l["data"].([]any)) != 1 || l["data"].([]any)[0].(map[string]any)["id"] != prodID {
+		t.Fatalf("list_products = %v", l)
+	}
+	price := mustOK(t, call(t, cs, "create_price", map[string]any{"product": prodID, "unit_amount": 2000, "currency": "usd"}))
+	priceID := price["id"].(string)
+	if price["unit_amount"] != float64(2000) || price["product"] != prodID || price["type"] != "one_time" {
+		t.Fatalf("create_price = %v", price)
+	}
+	if l := mustOK(t, call(t, cs, "list_prices", map[string]any{"product": prodID})); len(l["data"].([]any)) != 1 {
+		t.Fatalf("list_prices = %v", l)
+	}
+	link := mustOK(t, call(t, cs, "create_payment_link", map[string]any{"price": priceID, "quantity": 1, "redirect_url": "https://example.com/thanks"}))
+	if url, _ := link["url"].(string); !strings.HasPrefix(url, "https://buy.stripe.com/") || link["currency"] != "usd" {
+		t.Fatalf("create_payment_link = %v", link)
+	}
 	inv := mustOK(t, call(t, cs, "create_invoice", map[string]any{"customer": cusID, "days_until_due": 14}))
 	if inv["status"] != "draft" || inv["collection_method"] != "send_invoice" {
 		t.Fatalf("create_invoice = %v", inv)
 	}
 	invID := inv["id"].(string)
 	mustOK(t, call(t, cs, "create_invoice_item", map[string]any{"customer": cusID, "invoice": invID, "amount": 1500, "currency": "usd", "description": "consulting"}))
-	if fin := mustOK(t, call(t, cs, "finalize_invoice", map[string]any{"invoice": invID})); fin["status"] != "open" || fin["amount_due"] != float64(1500) {
+	if it := mustOK(t, call(t, cs, "create_invoice_item", map[string]any{"customer": cusID, "invoice": invID, "price": priceID, "quantity": 2})); it["amount"] != float64(4000) {
+		t.Fatalf("create_invoice_item with a price = %v", it)
+	}
+	if fin := mustOK(t, call(t, cs, "finalize_invoice", map[string]any{"invoice": invID})); fin["status"] != "open" || fin["amount_due"] != float64(5500) {
 		t.Fatalf("finalize_invoice = %v", fin)
 	}
 	ref := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 2000, "reason": "requested_by_customer"}))
@@ -194,35 +214,59 @@ func TestMCPEachToolAgainstSimulator(t *testing.T) {
 	if d := budget["budget"].(map[string]any)["daily"].(map[string]any); d["spent_usd"] != 20.0 || d["remaining_usd"] != 80.0 {
 		t.Fatalf("keybrake_budget daily = %v", d)
 	}
-	// The simulator has no catalogue: products, prices and payment links
-	// are forwarded (free, or unpriced with allow_unpriced) and Stripe's
-	// 404 comes back as a tool error.
-	for tool, args := range map[string]map[string]any{
-		"create_product":      {"name": "T-shirt"},
-		"list_products":       {},
-		"create_price":        {"product": "prod_1", "unit_amount": 2000, "currency": "usd"},
-		"list_prices":         {"product": "prod_1"},
-		"create_payment_link": {"price": "price_1", "quantity": 1, "redirect_url": "https://example.com/thanks"},
-	} {
-		res := call(t, cs, tool, args)
-		if !res.IsError || !strings.Contains(text(res), "Stripe refused "+tool+" (404") {
-			t.Fatalf("%s = %s", tool, text(res))
-		}
+	gt := e.Sim.GroundTruth()
+	if len(gt.Products) != 1 || len(gt.Prices) != 1 || len(gt.PaymentLinks) != 1 || len(gt.InvoiceItems) != 2 {
+		t.Fatalf("upstream: %d products, %d prices, %d payment links, %d invoice items", len(gt.Products), len(gt.Prices), len(gt.PaymentLinks), len(gt.InvoiceItems))
 	}
 
 	// Every call is in the key's audit log, marked as MCP with the session
-	// and the client.
+	// and the client; keybrake_budget is a read that keybrake answers itself.
 	es := e.events(t, keyID)
-	if len(es) != 14 {
-		t.Fatalf("%d events, want 14 (keybrake_budget is not audited)", len(es))
+	if len(es) != 16 {
+		t.Fatalf("%d events, want 16", len(es))
 	}
 	for _, ev := range es {
-		if ev.Via != keybrake.ViaMCP || ev.MCPSession != cs.ID() || ev.MCPClient != "claude-code 1.0" {
-			t.Fatalf("event %s via=%q session=%q (want %q) client=%q", ev.Operation, ev.Via, ev.MCPSession, cs.ID(), ev.MCPClient)
+		if ev.Via != keybrake.ViaMCP || ev.MCPSession != cs.ID() || ev.MCPClient != "claude-code 1.0" || ev.Decision != keybrake.DecisionAllow {
+			t.Fatalf("event %s via=%q session=%q (want %q) client=%q decision=%q", ev.Operation, ev.Via, ev.MCPSession, cs.ID(), ev.MCPClient, ev.Decision)
 		}
+	}
+	if es[0].Operation != "keybrake.key" || es[0].UpstreamStatus != 0 {
+		t.Fatalf("keybrake_budget event = %+v", es[0])
 	}
 	if sp := e.Spend(t, keyID); sp.Day != usd(20) {
 		t.Fatalf("spent %s, want 20.00", sp.Day)
+	}
+}
+
+// Payment links are unpriced: a key without allow_unpriced does not list
+// create_payment_link, a call of it is an unknown tool, and the same
+// request through the REST proxy is refused.
+func TestMCPPaymentLinkNeedsAllowUnpriced(t *testing.T) {
+	e := MustOpen(t)
+	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 100, "allowed_endpoints": ["*"]}`)
+	cs := e.MCP(t, secret, "agent", nil)
+	prod := mustOK(t, call(t, cs, "create_product", map[string]any{"name": "T-shirt"}))
+	price := mustOK(t, call(t, cs, "create_price", map[string]any{"product": prod["id"], "unit_amount": 2000, "currency": "usd"}))
+	if slices.Contains(toolNames(t, cs), "create_payment_link") {
+		t.Fatal("create_payment_link listed for a key without allow_unpriced")
+	}
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_payment_link", Arguments: map[string]any{"price": price["id"], "quantity": 1}}); err == nil {
+		t.Fatal("create_payment_link called on a key without allow_unpriced")
+	}
+	// The price of an invoice item is unpriced too.
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_invoice_item", Arguments: map[string]any{"customer": "cus_1", "invoice": "in_1", "price": price["id"]}}); err == nil {
+		t.Fatal("create_invoice_item called on a key without allow_unpriced")
+	}
+	resp, body := e.Do(t, "POST", "/stripe/v1/payment_links", "line_items[0][price]="+price["id"].(string)+"&line_items[0][quantity]=1",
+		map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/x-www-form-urlencoded"})
+	if resp.StatusCode != 403 {
+		t.Fatalf("REST payment link without allow_unpriced: %d %s", resp.StatusCode, body)
+	}
+	if n := len(e.Sim.GroundTruth().PaymentLinks); n != 0 {
+		t.Fatalf("%d payment links upstream, want 0", n)
+	}
+	if es := e.events(t, keyID); es[0].Decision != keybrake.DecisionDeny || es[0].Operation != "payment_links.create" {
+		t.Fatalf("last event = %+v", es[0])
 	}
 }
 
