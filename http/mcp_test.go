@@ -16,6 +16,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v82"
 
 	"github.com/keybrake/keybrake"
+	khttp "github.com/keybrake/keybrake/http"
 )
 
 // bearer adds the vault key to every request of an MCP client, as Claude
@@ -31,6 +32,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// mcpTransport carries the MCP clients' requests.
+var mcpTransport = http.DefaultTransport.(*http.Transport).Clone()
+
 // MCP connects the official Go SDK's client to keybrake's /mcp with the
 // vault key; t.Cleanup closes the session.
 func (e *Env) MCP(tb testing.TB, secret, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
@@ -39,7 +43,13 @@ func (e *Env) MCP(tb testing.TB, secret, name string, opts *mcp.ClientOptions) *
 	if err != nil {
 		tb.Fatalf("connect %s: %v", name, err)
 	}
-	tb.Cleanup(func() { cs.Close() })
+	tb.Cleanup(func() {
+		cs.Close()
+		// A connection the client's transport dialed but never used is
+		// "new" to the server, and http.Server.Shutdown waits 5 seconds
+		// for such connections before it treats them as idle.
+		mcpTransport.CloseIdleConnections()
+	})
 	return cs
 }
 
@@ -47,7 +57,7 @@ func (e *Env) MCP(tb testing.TB, secret, name string, opts *mcp.ClientOptions) *
 func (e *Env) MCPConnect(secret, name string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.0"}, opts)
 	tr := &mcp.StreamableClientTransport{Endpoint: e.Server.URL() + "/mcp", MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: bearer{secret, http.DefaultTransport}, Timeout: 30 * time.Second}}
+		HTTPClient: &http.Client{Transport: bearer{secret, mcpTransport}, Timeout: 30 * time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return client.Connect(ctx, tr, nil)
@@ -479,10 +489,18 @@ func TestMCPRevocationEndsSession(t *testing.T) {
 	if resp, body := e.Admin(t, "POST", "/vault/keys/"+keyID+"/revoke", ""); resp.StatusCode != 200 {
 		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
 	}
+	if !khttp.MCPSessionOpen(e.Server, cs.ID()) {
+		t.Fatal("revocation alone closed the session; its next call must be refused and audited first")
+	}
 	res := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000})
 	if !res.IsError || !strings.Contains(text(res), "was revoked") || !strings.Contains(text(res), "ask a person for a new vault key") {
 		t.Fatalf("call after revocation: isError=%v %s", res.IsError, text(res))
 	}
+	// The session has ended: its next request, whatever it is, closes it.
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_refund", Arguments: map[string]any{"payment_intent": pi, "amount": 1000}}); err == nil {
+		t.Fatal("the session took another call after the refusal")
+	}
+	waitFor(t, "the session to close", func() bool { return !khttp.MCPSessionOpen(e.Server, cs.ID()) })
 	if _, err := cs.ListTools(context.Background(), nil); err == nil {
 		t.Fatal("the session still lists tools after revocation")
 	}
@@ -495,6 +513,18 @@ func TestMCPRevocationEndsSession(t *testing.T) {
 	es := e.events(t, keyID)
 	if es[0].Decision != keybrake.DecisionDeny || es[0].Reason != "revoked" || es[0].Via != keybrake.ViaMCP || es[0].MCPSession != cs.ID() {
 		t.Fatalf("last event = %+v", es[0])
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 seconds.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
