@@ -55,8 +55,13 @@ func (e *Env) MCP(tb testing.TB, secret, name string, opts *mcp.ClientOptions) *
 
 // MCPConnect connects or returns the error.
 func (e *Env) MCPConnect(secret, name string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	return mcpConnect(e.Server.URL(), secret, name, opts)
+}
+
+// mcpConnect connects to the keybrake server at base.
+func mcpConnect(base, secret, name string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.0"}, opts)
-	tr := &mcp.StreamableClientTransport{Endpoint: e.Server.URL() + "/mcp", MaxRetries: -1,
+	tr := &mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1,
 		HTTPClient: &http.Client{Transport: bearer{secret, mcpTransport}, Timeout: 30 * time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -281,88 +286,90 @@ func TestMCPPaymentLinkNeedsAllowUnpriced(t *testing.T) {
 }
 
 func TestMCPRefundCap(t *testing.T) {
-	e := MustOpen(t)
-	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
-	cs := e.MCP(t, secret, "agent", nil)
-	pi := e.paymentIntent(t, 10000)
-
-	mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 3000}))
-	res, _ := cs.ListTools(context.Background(), nil)
-	for _, tool := range res.Tools {
-		if tool.Name == "create_refund" && !strings.Contains(tool.Description, "today: $20.00 of $50.00 remain ($30.00 spent, resets 2026-11-30T00:00:00Z)") {
-			t.Fatalf("create_refund description does not state the limit:\n%s", tool.Description)
-		}
-	}
-	refused := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 3000})
-	msg := text(refused)
-	for _, want := range []string{"keybrake refused create_refund (spend cap)", "$30.00 would exceed the daily cap of $50.00", "Nothing was sent to Stripe",
-		"today: $20.00 of $50.00 remain", "resets 2026-11-30T00:00:00Z", "Do not retry"} {
-		if !refused.IsError || !strings.Contains(msg, want) {
-			t.Fatalf("refusal (isError=%v) lacks %q:\n%s", refused.IsError, want, msg)
-		}
-	}
-	mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 2000}))
-	if n := len(e.Sim.GroundTruth().Refunds); n != 2 {
-		t.Fatalf("%d refunds upstream, want 2", n)
-	}
-	if sp := e.Spend(t, keyID); sp.Day != usd(50) {
-		t.Fatalf("spent %s, want 50.00", sp.Day)
-	}
-	// A tool the key does not list is unknown to the session.
-	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_customer", Arguments: map[string]any{"name": "x"}}); err == nil {
-		t.Fatal("create_customer called on a refunds-only key")
-	}
-}
-
-func TestMCPRetryCountedOnce(t *testing.T) {
-	e := MustOpen(t)
-	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 500, "allowed_endpoints": ["refunds.create"]}`)
-	pi := e.paymentIntent(t, 50000)
-
-	t.Run("IdempotencyKeyAcrossSessions", func(t *testing.T) {
-		first := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-order-42"}))
-		// The agent lost its session and retries in a new one.
-		again := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-order-42"}))
-		if first["id"] != again["id"] {
-			t.Fatalf("retry made refund %v after %v", again["id"], first["id"])
-		}
-		if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
-			t.Fatalf("%d refunds upstream, want 1", n)
-		}
-		if sp := e.Spend(t, keyID); sp.Day != usd(30) {
-			t.Fatalf("spent %s, want 30.00", sp.Day)
-		}
-	})
-	t.Run("IdenticalCallsWithoutKeyAreTwo", func(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
 		cs := e.MCP(t, secret, "agent", nil)
-		a := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
-		b := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
-		if a["id"] == b["id"] {
-			t.Fatal("two intentional calls were merged")
+		pi := e.paymentIntent(t, 10000)
+
+		mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 3000}))
+		res, _ := cs.ListTools(context.Background(), nil)
+		for _, tool := range res.Tools {
+			if tool.Name == "create_refund" && !strings.Contains(tool.Description, "today: $20.00 of $50.00 remain ($30.00 spent, resets 2026-11-30T00:00:00Z)") {
+				t.Fatalf("create_refund description does not state the limit:\n%s", tool.Description)
+			}
+		}
+		refused := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 3000})
+		msg := text(refused)
+		for _, want := range []string{"keybrake refused create_refund (spend cap)", "$30.00 would exceed the daily cap of $50.00", "Nothing was sent to Stripe",
+			"today: $20.00 of $50.00 remain", "resets 2026-11-30T00:00:00Z", "Do not retry"} {
+			if !refused.IsError || !strings.Contains(msg, want) {
+				t.Fatalf("refusal (isError=%v) lacks %q:\n%s", refused.IsError, want, msg)
+			}
+		}
+		mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 2000}))
+		if n := len(e.Sim.GroundTruth().Refunds); n != 2 {
+			t.Fatalf("%d refunds upstream, want 2", n)
 		}
 		if sp := e.Spend(t, keyID); sp.Day != usd(50) {
 			t.Fatalf("spent %s, want 50.00", sp.Day)
 		}
+		// A tool the key does not list is unknown to the session.
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_customer", Arguments: map[string]any{"name": "x"}}); err == nil {
+			t.Fatal("create_customer called on a refunds-only key")
+		}
 	})
-	t.Run("SameJSONRPCMessageResent", func(t *testing.T) {
-		// A client whose POST got no answer sends the same message (same
-		// session, same JSON-RPC id) again: a replay.
-		sid := rawInitialize(t, e, secret)
-		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_refund","arguments":{"payment_intent":%q,"amount":500}}}`, pi)
-		r1 := rawPost(t, e, secret, sid, msg)
-		r2 := rawPost(t, e, secret, sid, msg)
-		id1, id2 := refundID(t, r1), refundID(t, r2)
-		if id1 != id2 {
-			t.Fatalf("resent message made refund %s after %s", id2, id1)
-		}
-		// The next message, with the next id, is a new call.
-		r3 := rawPost(t, e, secret, sid, strings.Replace(msg, `"id":7`, `"id":8`, 1))
-		if refundID(t, r3) == id1 {
-			t.Fatal("a new JSON-RPC id replayed an earlier call")
-		}
-		if sp := e.Spend(t, keyID); sp.Day != usd(60) {
-			t.Fatalf("spent %s, want 60.00", sp.Day)
-		}
+}
+
+func TestMCPRetryCountedOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 500, "allowed_endpoints": ["refunds.create"]}`)
+		pi := e.paymentIntent(t, 50000)
+
+		t.Run("IdempotencyKeyAcrossSessions", func(t *testing.T) {
+			first := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-order-42"}))
+			// The agent lost its session and retries in a new one.
+			again := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-order-42"}))
+			if first["id"] != again["id"] {
+				t.Fatalf("retry made refund %v after %v", again["id"], first["id"])
+			}
+			if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
+				t.Fatalf("%d refunds upstream, want 1", n)
+			}
+			if sp := e.Spend(t, keyID); sp.Day != usd(30) {
+				t.Fatalf("spent %s, want 30.00", sp.Day)
+			}
+		})
+		t.Run("IdenticalCallsWithoutKeyAreTwo", func(t *testing.T) {
+			cs := e.MCP(t, secret, "agent", nil)
+			a := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
+			b := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
+			if a["id"] == b["id"] {
+				t.Fatal("two intentional calls were merged")
+			}
+			if sp := e.Spend(t, keyID); sp.Day != usd(50) {
+				t.Fatalf("spent %s, want 50.00", sp.Day)
+			}
+		})
+		t.Run("SameJSONRPCMessageResent", func(t *testing.T) {
+			// A client whose POST got no answer sends the same message (same
+			// session, same JSON-RPC id) again: a replay.
+			sid := rawInitialize(t, e, secret)
+			msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_refund","arguments":{"payment_intent":%q,"amount":500}}}`, pi)
+			r1 := rawPost(t, e, secret, sid, msg)
+			r2 := rawPost(t, e, secret, sid, msg)
+			id1, id2 := refundID(t, r1), refundID(t, r2)
+			if id1 != id2 {
+				t.Fatalf("resent message made refund %s after %s", id2, id1)
+			}
+			// The next message, with the next id, is a new call.
+			r3 := rawPost(t, e, secret, sid, strings.Replace(msg, `"id":7`, `"id":8`, 1))
+			if refundID(t, r3) == id1 {
+				t.Fatal("a new JSON-RPC id replayed an earlier call")
+			}
+			if sp := e.Spend(t, keyID); sp.Day != usd(60) {
+				t.Fatalf("spent %s, want 60.00", sp.Day)
+			}
+		})
 	})
 }
 
@@ -423,97 +430,99 @@ func refundID(tb testing.TB, answer string) string {
 }
 
 func TestMCPConcurrentClientsExactCap(t *testing.T) {
-	e := MustOpen(t)
-	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
-	pi := e.paymentIntent(t, 100000)
-	const clients = 50
-	var (
-		wg              sync.WaitGroup
-		mu              sync.Mutex
-		allowed, denied int
-		failures        []string
-	)
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cs, err := e.MCPConnect(secret, fmt.Sprintf("agent-%d", i), nil)
-			if err != nil {
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
+		pi := e.paymentIntent(t, 100000)
+		const clients = 50
+		var (
+			wg              sync.WaitGroup
+			mu              sync.Mutex
+			allowed, denied int
+			failures        []string
+		)
+		for i := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cs, err := e.MCPConnect(secret, fmt.Sprintf("agent-%d", i), nil)
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, err.Error())
+					mu.Unlock()
+					return
+				}
+				defer cs.Close()
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_refund", Arguments: map[string]any{"payment_intent": pi, "amount": 700}})
 				mu.Lock()
-				failures = append(failures, err.Error())
-				mu.Unlock()
-				return
-			}
-			defer cs.Close()
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_refund", Arguments: map[string]any{"payment_intent": pi, "amount": 700}})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				failures = append(failures, err.Error())
-			case res.IsError && strings.Contains(text(res), "spend cap"):
-				denied++
-			case res.IsError:
-				failures = append(failures, text(res))
-			default:
-				allowed++
-			}
-		}()
-	}
-	wg.Wait()
-	if len(failures) > 0 {
-		t.Fatalf("%d failures, first: %s", len(failures), failures[0])
-	}
-	// $7 each under $50: exactly 7 refunds, $49.
-	if allowed != 7 || denied != clients-7 {
-		t.Fatalf("allowed %d, denied %d; want 7 and %d", allowed, denied, clients-7)
-	}
-	if n := len(e.Sim.GroundTruth().Refunds); n != 7 {
-		t.Fatalf("%d refunds upstream, want 7", n)
-	}
-	if sp := e.Spend(t, keyID); sp.Day != usd(49) || sp.Uncertain != 0 || sp.Held != 0 {
-		t.Fatalf("spend %+v, want 49.00 settled", sp)
-	}
-	if n := len(e.events(t, keyID)); n != clients {
-		t.Fatalf("%d events, want %d", n, clients)
-	}
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					failures = append(failures, err.Error())
+				case res.IsError && strings.Contains(text(res), "spend cap"):
+					denied++
+				case res.IsError:
+					failures = append(failures, text(res))
+				default:
+					allowed++
+				}
+			}()
+		}
+		wg.Wait()
+		if len(failures) > 0 {
+			t.Fatalf("%d failures, first: %s", len(failures), failures[0])
+		}
+		// $7 each under $50: exactly 7 refunds, $49.
+		if allowed != 7 || denied != clients-7 {
+			t.Fatalf("allowed %d, denied %d; want 7 and %d", allowed, denied, clients-7)
+		}
+		if n := len(e.Sim.GroundTruth().Refunds); n != 7 {
+			t.Fatalf("%d refunds upstream, want 7", n)
+		}
+		if sp := e.Spend(t, keyID); sp.Day != usd(49) || sp.Uncertain != 0 || sp.Held != 0 {
+			t.Fatalf("spend %+v, want 49.00 settled", sp)
+		}
+		if n := len(e.events(t, keyID)); n != clients {
+			t.Fatalf("%d events, want %d", n, clients)
+		}
+	})
 }
 
 func TestMCPRevocationEndsSession(t *testing.T) {
-	e := MustOpen(t)
-	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
-	pi := e.paymentIntent(t, 10000)
-	cs := e.MCP(t, secret, "agent", nil)
-	mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
+		pi := e.paymentIntent(t, 10000)
+		cs := e.MCP(t, secret, "agent", nil)
+		mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
 
-	if resp, body := e.Admin(t, "POST", "/vault/keys/"+keyID+"/revoke", ""); resp.StatusCode != 200 {
-		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
-	}
-	if !khttp.MCPSessionOpen(e.Server, cs.ID()) {
-		t.Fatal("revocation alone closed the session; its next call must be refused and audited first")
-	}
-	res := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000})
-	if !res.IsError || !strings.Contains(text(res), "was revoked") || !strings.Contains(text(res), "ask a person for a new vault key") {
-		t.Fatalf("call after revocation: isError=%v %s", res.IsError, text(res))
-	}
-	// The session has ended: its next request, whatever it is, closes it.
-	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_refund", Arguments: map[string]any{"payment_intent": pi, "amount": 1000}}); err == nil {
-		t.Fatal("the session took another call after the refusal")
-	}
-	waitFor(t, "the session to close", func() bool { return !khttp.MCPSessionOpen(e.Server, cs.ID()) })
-	if _, err := cs.ListTools(context.Background(), nil); err == nil {
-		t.Fatal("the session still lists tools after revocation")
-	}
-	if _, err := e.MCPConnect(secret, "agent", nil); err == nil {
-		t.Fatal("a revoked key opened a session")
-	}
-	if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
-		t.Fatalf("%d refunds upstream, want 1", n)
-	}
-	es := e.events(t, keyID)
-	if es[0].Decision != keybrake.DecisionDeny || es[0].Reason != "revoked" || es[0].Via != keybrake.ViaMCP || es[0].MCPSession != cs.ID() {
-		t.Fatalf("last event = %+v", es[0])
-	}
+		if resp, body := e.Admin(t, "POST", "/vault/keys/"+keyID+"/revoke", ""); resp.StatusCode != 200 {
+			t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+		}
+		if !khttp.MCPSessionOpen(e.Server, cs.ID()) {
+			t.Fatal("revocation alone closed the session; its next call must be refused and audited first")
+		}
+		res := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000})
+		if !res.IsError || !strings.Contains(text(res), "was revoked") || !strings.Contains(text(res), "ask a person for a new vault key") {
+			t.Fatalf("call after revocation: isError=%v %s", res.IsError, text(res))
+		}
+		// The session has ended: its next request, whatever it is, closes it.
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_refund", Arguments: map[string]any{"payment_intent": pi, "amount": 1000}}); err == nil {
+			t.Fatal("the session took another call after the refusal")
+		}
+		waitFor(t, "the session to close", func() bool { return !khttp.MCPSessionOpen(e.Server, cs.ID()) })
+		if _, err := cs.ListTools(context.Background(), nil); err == nil {
+			t.Fatal("the session still lists tools after revocation")
+		}
+		if _, err := e.MCPConnect(secret, "agent", nil); err == nil {
+			t.Fatal("a revoked key opened a session")
+		}
+		if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
+			t.Fatalf("%d refunds upstream, want 1", n)
+		}
+		es := e.events(t, keyID)
+		if es[0].Decision != keybrake.DecisionDeny || es[0].Reason != "revoked" || es[0].Via != keybrake.ViaMCP || es[0].MCPSession != cs.ID() {
+			t.Fatalf("last event = %+v", es[0])
+		}
+	})
 }
 
 // waitFor polls cond until it holds, failing the test after 10 seconds.
