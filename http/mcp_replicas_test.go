@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -98,5 +99,59 @@ func TestMCPTwoReplicasExactCap(t *testing.T) {
 	other.FlushAudit()
 	if n := len(e.events(t, keyID)); n != clients {
 		t.Fatalf("%d events, want %d", n, clients)
+	}
+}
+
+// A session lives in the replica that opened it. On another replica its
+// Mcp-Session-Id is unknown: 404, which the Go SDK's client reports as
+// ErrSessionMissing; the client opens a new session there, and a call
+// retried with the same idempotency_key replays instead of spending twice.
+func TestMCPSessionOnAnotherReplica(t *testing.T) {
+	store := kbtest.Postgres(t)
+	e := MustOpen(t, func(s *khttp.Server) { s.Store = store })
+	other := e.replica(t)
+	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
+	pi := e.paymentIntent(t, 10000)
+	args := map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-order-42"}
+
+	cs := e.MCP(t, secret, "agent", nil)
+	first := mustOK(t, call(t, cs, "create_refund", args))
+
+	req, err := http.NewRequest("POST", other.URL()+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range mcpHeaders(secret, cs.ID()) {
+		req.Header.Set(k, v)
+	}
+	resp, err := mcpTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("session of replica A on replica B: %d, want 404", resp.StatusCode)
+	}
+
+	again, err := mcpConnect(other.URL(), secret, "agent", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		again.Close()
+		mcpTransport.CloseIdleConnections()
+	})
+	if again.ID() == cs.ID() {
+		t.Fatal("replica B reused replica A's session ID")
+	}
+	replay := mustOK(t, call(t, again, "create_refund", args))
+	if replay["id"] != first["id"] {
+		t.Fatalf("retry on replica B made refund %v after %v", replay["id"], first["id"])
+	}
+	if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
+		t.Fatalf("%d refunds upstream, want 1", n)
+	}
+	if sp := e.Spend(t, keyID); sp.Day != usd(30) {
+		t.Fatalf("spent %s, want 30.00", sp.Day)
 	}
 }
