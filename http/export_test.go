@@ -42,3 +42,21 @@ func encode(f map[string][]string) string {
 	}
 	return v.Encode()
 }
+
+// MCPSessionOpen reports whether the MCP server of s has the session open.
+func MCPSessionOpen(s *Server, sid string) bool {
+	s.mcp.mu.Lock()
+	servers := make([]*mcpKeyServer, 0, len(s.mcp.byKey))
+	for _, ks := range s.mcp.byKey {
+		servers = append(servers, ks)
+	}
+	s.mcp.mu.Unlock()
+	for _, ks := range servers {
+		for ss := range ks.server.Sessions() {
+			if ss.ID() == sid {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -43,7 +43,8 @@ const mcpRPCIDHeader = "Keybrake-Mcp-Rpc-Id"
 //	initialize with a usable vault key --> open (bound to the key; the SDK issues its Mcp-Session-Id)
 //	open --request with another key's bearer--> open (refused as an unknown session)
 //	open --key's policy changes--> open (tools/list_changed sent)
-//	open --tools/call after the key is revoked or expired--> open (refused and audited like any request of the key; nothing forwarded)
+//	open --tools/call after the key is revoked or expired--> ended (refused as a tool error and audited like any request of the key; nothing forwarded)
+//	ended --any request--> closed (401, or 404 if the key is usable again: the client opens a new session)
 //	open --any other request after the key is revoked or expired--> closed (401)
 //	open --DELETE, or mcpSessionTimeout idle--> closed
 type mcpServer struct {
@@ -53,6 +54,7 @@ type mcpServer struct {
 	mu       sync.Mutex
 	byKey    map[string]*mcpKeyServer // by key ID
 	owners   map[string]mcpOwner      // by session ID
+	dead     map[string]bool          // sessions whose key's call was refused as unusable, by ID
 	lastPrun time.Time
 	stop     context.CancelFunc
 }
@@ -74,7 +76,7 @@ type mcpOwner struct {
 type mcpKeyCtx struct{}
 
 func newMCPServer(s *Server) (*mcpServer, error) {
-	m := &mcpServer{s: s, byKey: map[string]*mcpKeyServer{}, owners: map[string]mcpOwner{}}
+	m := &mcpServer{s: s, byKey: map[string]*mcpKeyServer{}, owners: map[string]mcpOwner{}, dead: map[string]bool{}}
 	m.handler = mcp.NewStreamableHTTPHandler(m.serverFor, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      mcpSessionTimeout,
 		MaxRequestBodyBytes: s.MaxBodyBytes,
@@ -130,8 +132,39 @@ func (m *mcpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.closeSession(key.ID, sid)
 		return
 	}
+	if sid != "" && m.ended(sid) {
+		// The session's last call was refused because its key could not
+		// be used; it ends on this request, whatever it is.
+		m.closeSession(key.ID, sid)
+		if err != nil {
+			m.unauthorized(w, err)
+		} else {
+			http.Error(w, "session not found", http.StatusNotFound)
+		}
+		return
+	}
 	ctx := context.WithValue(r.Context(), mcpKeyCtx{}, key)
 	m.handler.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// end marks a session as ended: its next request closes it. A tool call
+// refused because the key cannot be used ends its session, before the
+// refusal is written. Closing the session at once would end the client's
+// standalone SSE stream while the refusal may still be unread, and the Go
+// SDK's client then fails the call instead of returning the refusal.
+func (m *mcpServer) end(sid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.owners[sid]; ok {
+		m.dead[sid] = true
+	}
+}
+
+// ended reports whether a session was marked as ended.
+func (m *mcpServer) ended(sid string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dead[sid]
 }
 
 // peek reads the body of a POST, notes the JSON-RPC id of a tools/call in
@@ -240,6 +273,7 @@ func (m *mcpServer) pruneLocked() {
 	for sid, o := range m.owners {
 		if !live[sid] && now.Sub(o.created) > time.Minute {
 			delete(m.owners, sid)
+			delete(m.dead, sid)
 		}
 	}
 }
@@ -263,6 +297,7 @@ func (m *mcpServer) closeSession(keyID, sid string) {
 	m.mu.Lock()
 	ks := m.byKey[keyID]
 	delete(m.owners, sid)
+	delete(m.dead, sid)
 	m.mu.Unlock()
 	if ks == nil {
 		return

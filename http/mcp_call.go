@@ -102,6 +102,9 @@ func (m *mcpServer) run(ctx context.Context, req *mcp.CallToolRequest, tool, met
 	}
 	rec := newRecorder()
 	m.s.proxy.serve(rec, r, path)
+	if rec.status == http.StatusUnauthorized {
+		m.end(origin.session)
+	}
 	return m.result(ctx, r, tool, rec), nil
 }
 

@@ -16,6 +16,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v82"
 
 	"github.com/keybrake/keybrake"
+	khttp "github.com/keybrake/keybrake/http"
 )
 
 // bearer adds the vault key to every request of an MCP client, as Claude
@@ -31,6 +32,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// mcpTransport carries the MCP clients' requests.
+var mcpTransport = http.DefaultTransport.(*http.Transport).Clone()
+
 // MCP connects the official Go SDK's client to keybrake's /mcp with the
 // vault key; t.Cleanup closes the session.
 func (e *Env) MCP(tb testing.TB, secret, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
@@ -39,15 +43,26 @@ func (e *Env) MCP(tb testing.TB, secret, name string, opts *mcp.ClientOptions) *
 	if err != nil {
 		tb.Fatalf("connect %s: %v", name, err)
 	}
-	tb.Cleanup(func() { cs.Close() })
+	tb.Cleanup(func() {
+		cs.Close()
+		// A connection the client's transport dialed but never used is
+		// "new" to the server, and http.Server.Shutdown waits 5 seconds
+		// for such connections before it treats them as idle.
+		mcpTransport.CloseIdleConnections()
+	})
 	return cs
 }
 
 // MCPConnect connects or returns the error.
 func (e *Env) MCPConnect(secret, name string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	return mcpConnect(e.Server.URL(), secret, name, opts)
+}
+
+// mcpConnect connects to the keybrake server at base.
+func mcpConnect(base, secret, name string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.0"}, opts)
-	tr := &mcp.StreamableClientTransport{Endpoint: e.Server.URL() + "/mcp", MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: bearer{secret, http.DefaultTransport}, Timeout: 30 * time.Second}}
+	tr := &mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{secret, mcpTransport}, Timeout: 30 * time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return client.Connect(ctx, tr, nil)
@@ -168,13 +183,33 @@ func TestMCPEachToolAgainstSimulator(t *testing.T) {
 	if l := mustOK(t, call(t, cs, "list_customers", map[string]any{"email": "jo@example.com", "limit": 5})); len(l["data"].([]any)) != 1 {
 		t.Fatalf("list_customers = %v", l)
 	}
+	prod := mustOK(t, call(t, cs, "create_product", map[string]any{"name": "T-shirt", "description": "cotton"}))
+	prodID := prod["id"].(string)
+	if l := mustOK(t, call(t, cs, "list_products", nil)); len(l["data"].([]any)) != 1 || l["data"].([]any)[0].(map[string]any)["id"] != prodID {
+		t.Fatalf("list_products = %v", l)
+	}
+	price := mustOK(t, call(t, cs, "create_price", map[string]any{"product": prodID, "unit_amount": 2000, "currency": "usd"}))
+	priceID := price["id"].(string)
+	if price["unit_amount"] != float64(2000) || price["product"] != prodID || price["type"] != "one_time" {
+		t.Fatalf("create_price = %v", price)
+	}
+	if l := mustOK(t, call(t, cs, "list_prices", map[string]any{"product": prodID})); len(l["data"].([]any)) != 1 {
+		t.Fatalf("list_prices = %v", l)
+	}
+	link := mustOK(t, call(t, cs, "create_payment_link", map[string]any{"price": priceID, "quantity": 1, "redirect_url": "https://example.com/thanks"}))
+	if url, _ := link["url"].(string); !strings.HasPrefix(url, "https://buy.stripe.com/") || link["currency"] != "usd" {
+		t.Fatalf("create_payment_link = %v", link)
+	}
 	inv := mustOK(t, call(t, cs, "create_invoice", map[string]any{"customer": cusID, "days_until_due": 14}))
 	if inv["status"] != "draft" || inv["collection_method"] != "send_invoice" {
 		t.Fatalf("create_invoice = %v", inv)
 	}
 	invID := inv["id"].(string)
 	mustOK(t, call(t, cs, "create_invoice_item", map[string]any{"customer": cusID, "invoice": invID, "amount": 1500, "currency": "usd", "description": "consulting"}))
-	if fin := mustOK(t, call(t, cs, "finalize_invoice", map[string]any{"invoice": invID})); fin["status"] != "open" || fin["amount_due"] != float64(1500) {
+	if it := mustOK(t, call(t, cs, "create_invoice_item", map[string]any{"customer": cusID, "invoice": invID, "price": priceID, "quantity": 2})); it["amount"] != float64(4000) {
+		t.Fatalf("create_invoice_item with a price = %v", it)
+	}
+	if fin := mustOK(t, call(t, cs, "finalize_invoice", map[string]any{"invoice": invID})); fin["status"] != "open" || fin["amount_due"] != float64(5500) {
 		t.Fatalf("finalize_invoice = %v", fin)
 	}
 	ref := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 2000, "reason": "requested_by_customer"}))
@@ -194,121 +229,147 @@ func TestMCPEachToolAgainstSimulator(t *testing.T) {
 	if d := budget["budget"].(map[string]any)["daily"].(map[string]any); d["spent_usd"] != 20.0 || d["remaining_usd"] != 80.0 {
 		t.Fatalf("keybrake_budget daily = %v", d)
 	}
-	// The simulator has no catalogue: products, prices and payment links
-	// are forwarded (free, or unpriced with allow_unpriced) and Stripe's
-	// 404 comes back as a tool error.
-	for tool, args := range map[string]map[string]any{
-		"create_product":      {"name": "T-shirt"},
-		"list_products":       {},
-		"create_price":        {"product": "prod_1", "unit_amount": 2000, "currency": "usd"},
-		"list_prices":         {"product": "prod_1"},
-		"create_payment_link": {"price": "price_1", "quantity": 1, "redirect_url": "https://example.com/thanks"},
-	} {
-		res := call(t, cs, tool, args)
-		if !res.IsError || !strings.Contains(text(res), "Stripe refused "+tool+" (404") {
-			t.Fatalf("%s = %s", tool, text(res))
-		}
+	gt := e.Sim.GroundTruth()
+	if len(gt.Products) != 1 || len(gt.Prices) != 1 || len(gt.PaymentLinks) != 1 || len(gt.InvoiceItems) != 2 {
+		t.Fatalf("upstream: %d products, %d prices, %d payment links, %d invoice items", len(gt.Products), len(gt.Prices), len(gt.PaymentLinks), len(gt.InvoiceItems))
 	}
 
 	// Every call is in the key's audit log, marked as MCP with the session
-	// and the client.
+	// and the client; keybrake_budget is a read that keybrake answers itself.
 	es := e.events(t, keyID)
-	if len(es) != 14 {
-		t.Fatalf("%d events, want 14 (keybrake_budget is not audited)", len(es))
+	if len(es) != 16 {
+		t.Fatalf("%d events, want 16", len(es))
 	}
 	for _, ev := range es {
-		if ev.Via != keybrake.ViaMCP || ev.MCPSession != cs.ID() || ev.MCPClient != "claude-code 1.0" {
-			t.Fatalf("event %s via=%q session=%q (want %q) client=%q", ev.Operation, ev.Via, ev.MCPSession, cs.ID(), ev.MCPClient)
+		if ev.Via != keybrake.ViaMCP || ev.MCPSession != cs.ID() || ev.MCPClient != "claude-code 1.0" || ev.Decision != keybrake.DecisionAllow {
+			t.Fatalf("event %s via=%q session=%q (want %q) client=%q decision=%q", ev.Operation, ev.Via, ev.MCPSession, cs.ID(), ev.MCPClient, ev.Decision)
 		}
+	}
+	if es[0].Operation != "keybrake.key" || es[0].UpstreamStatus != 0 {
+		t.Fatalf("keybrake_budget event = %+v", es[0])
 	}
 	if sp := e.Spend(t, keyID); sp.Day != usd(20) {
 		t.Fatalf("spent %s, want 20.00", sp.Day)
 	}
 }
 
-func TestMCPRefundCap(t *testing.T) {
+// Payment links are unpriced: a key without allow_unpriced does not list
+// create_payment_link, a call of it is an unknown tool, and the same
+// request through the REST proxy is refused.
+func TestMCPPaymentLinkNeedsAllowUnpriced(t *testing.T) {
 	e := MustOpen(t)
-	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
+	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 100, "allowed_endpoints": ["*"]}`)
 	cs := e.MCP(t, secret, "agent", nil)
-	pi := e.paymentIntent(t, 10000)
-
-	mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 3000}))
-	res, _ := cs.ListTools(context.Background(), nil)
-	for _, tool := range res.Tools {
-		if tool.Name == "create_refund" && !strings.Contains(tool.Description, "today: $20.00 of $50.00 remain ($30.00 spent, resets 2026-11-30T00:00:00Z)") {
-			t.Fatalf("create_refund description does not state the limit:\n%s", tool.Description)
-		}
+	prod := mustOK(t, call(t, cs, "create_product", map[string]any{"name": "T-shirt"}))
+	price := mustOK(t, call(t, cs, "create_price", map[string]any{"product": prod["id"], "unit_amount": 2000, "currency": "usd"}))
+	if slices.Contains(toolNames(t, cs), "create_payment_link") {
+		t.Fatal("create_payment_link listed for a key without allow_unpriced")
 	}
-	refused := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 3000})
-	msg := text(refused)
-	for _, want := range []string{"keybrake refused create_refund (spend cap)", "$30.00 would exceed the daily cap of $50.00", "Nothing was sent to Stripe",
-		"today: $20.00 of $50.00 remain", "resets 2026-11-30T00:00:00Z", "Do not retry"} {
-		if !refused.IsError || !strings.Contains(msg, want) {
-			t.Fatalf("refusal (isError=%v) lacks %q:\n%s", refused.IsError, want, msg)
-		}
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_payment_link", Arguments: map[string]any{"price": price["id"], "quantity": 1}}); err == nil {
+		t.Fatal("create_payment_link called on a key without allow_unpriced")
 	}
-	mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 2000}))
-	if n := len(e.Sim.GroundTruth().Refunds); n != 2 {
-		t.Fatalf("%d refunds upstream, want 2", n)
+	// The price of an invoice item is unpriced too.
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_invoice_item", Arguments: map[string]any{"customer": "cus_1", "invoice": "in_1", "price": price["id"]}}); err == nil {
+		t.Fatal("create_invoice_item called on a key without allow_unpriced")
 	}
-	if sp := e.Spend(t, keyID); sp.Day != usd(50) {
-		t.Fatalf("spent %s, want 50.00", sp.Day)
+	resp, body := e.Do(t, "POST", "/stripe/v1/payment_links", "line_items[0][price]="+price["id"].(string)+"&line_items[0][quantity]=1",
+		map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/x-www-form-urlencoded"})
+	if resp.StatusCode != 403 {
+		t.Fatalf("REST payment link without allow_unpriced: %d %s", resp.StatusCode, body)
 	}
-	// A tool the key does not list is unknown to the session.
-	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_customer", Arguments: map[string]any{"name": "x"}}); err == nil {
-		t.Fatal("create_customer called on a refunds-only key")
+	if n := len(e.Sim.GroundTruth().PaymentLinks); n != 0 {
+		t.Fatalf("%d payment links upstream, want 0", n)
+	}
+	if es := e.events(t, keyID); es[0].Decision != keybrake.DecisionDeny || es[0].Operation != "payment_links.create" {
+		t.Fatalf("last event = %+v", es[0])
 	}
 }
 
-func TestMCPRetryCountedOnce(t *testing.T) {
-	e := MustOpen(t)
-	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 500, "allowed_endpoints": ["refunds.create"]}`)
-	pi := e.paymentIntent(t, 50000)
-
-	t.Run("IdempotencyKeyAcrossSessions", func(t *testing.T) {
-		first := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-order-42"}))
-		// The agent lost its session and retries in a new one.
-		again := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-order-42"}))
-		if first["id"] != again["id"] {
-			t.Fatalf("retry made refund %v after %v", again["id"], first["id"])
-		}
-		if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
-			t.Fatalf("%d refunds upstream, want 1", n)
-		}
-		if sp := e.Spend(t, keyID); sp.Day != usd(30) {
-			t.Fatalf("spent %s, want 30.00", sp.Day)
-		}
-	})
-	t.Run("IdenticalCallsWithoutKeyAreTwo", func(t *testing.T) {
+func TestMCPRefundCap(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
 		cs := e.MCP(t, secret, "agent", nil)
-		a := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
-		b := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
-		if a["id"] == b["id"] {
-			t.Fatal("two intentional calls were merged")
+		pi := e.paymentIntent(t, 10000)
+
+		mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 3000}))
+		res, _ := cs.ListTools(context.Background(), nil)
+		for _, tool := range res.Tools {
+			if tool.Name == "create_refund" && !strings.Contains(tool.Description, "today: $20.00 of $50.00 remain ($30.00 spent, resets 2026-11-30T00:00:00Z)") {
+				t.Fatalf("create_refund description does not state the limit:\n%s", tool.Description)
+			}
+		}
+		refused := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 3000})
+		msg := text(refused)
+		for _, want := range []string{"keybrake refused create_refund (spend cap)", "$30.00 would exceed the daily cap of $50.00", "Nothing was sent to Stripe",
+			"today: $20.00 of $50.00 remain", "resets 2026-11-30T00:00:00Z", "Do not retry"} {
+			if !refused.IsError || !strings.Contains(msg, want) {
+				t.Fatalf("refusal (isError=%v) lacks %q:\n%s", refused.IsError, want, msg)
+			}
+		}
+		mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 2000}))
+		if n := len(e.Sim.GroundTruth().Refunds); n != 2 {
+			t.Fatalf("%d refunds upstream, want 2", n)
 		}
 		if sp := e.Spend(t, keyID); sp.Day != usd(50) {
 			t.Fatalf("spent %s, want 50.00", sp.Day)
 		}
+		// A tool the key does not list is unknown to the session.
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_customer", Arguments: map[string]any{"name": "x"}}); err == nil {
+			t.Fatal("create_customer called on a refunds-only key")
+		}
 	})
-	t.Run("SameJSONRPCMessageResent", func(t *testing.T) {
-		// A client whose POST got no answer sends the same message (same
-		// session, same JSON-RPC id) again: a replay.
-		sid := rawInitialize(t, e, secret)
-		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_refund","arguments":{"payment_intent":%q,"amount":500}}}`, pi)
-		r1 := rawPost(t, e, secret, sid, msg)
-		r2 := rawPost(t, e, secret, sid, msg)
-		id1, id2 := refundID(t, r1), refundID(t, r2)
-		if id1 != id2 {
-			t.Fatalf("resent message made refund %s after %s", id2, id1)
-		}
-		// The next message, with the next id, is a new call.
-		r3 := rawPost(t, e, secret, sid, strings.Replace(msg, `"id":7`, `"id":8`, 1))
-		if refundID(t, r3) == id1 {
-			t.Fatal("a new JSON-RPC id replayed an earlier call")
-		}
-		if sp := e.Spend(t, keyID); sp.Day != usd(60) {
-			t.Fatalf("spent %s, want 60.00", sp.Day)
-		}
+}
+
+func TestMCPRetryCountedOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 500, "allowed_endpoints": ["refunds.create"]}`)
+		pi := e.paymentIntent(t, 50000)
+
+		t.Run("IdempotencyKeyAcrossSessions", func(t *testing.T) {
+			first := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-order-42"}))
+			// The agent lost its session and retries in a new one.
+			again := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-order-42"}))
+			if first["id"] != again["id"] {
+				t.Fatalf("retry made refund %v after %v", again["id"], first["id"])
+			}
+			if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
+				t.Fatalf("%d refunds upstream, want 1", n)
+			}
+			if sp := e.Spend(t, keyID); sp.Day != usd(30) {
+				t.Fatalf("spent %s, want 30.00", sp.Day)
+			}
+		})
+		t.Run("IdenticalCallsWithoutKeyAreTwo", func(t *testing.T) {
+			cs := e.MCP(t, secret, "agent", nil)
+			a := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
+			b := mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
+			if a["id"] == b["id"] {
+				t.Fatal("two intentional calls were merged")
+			}
+			if sp := e.Spend(t, keyID); sp.Day != usd(50) {
+				t.Fatalf("spent %s, want 50.00", sp.Day)
+			}
+		})
+		t.Run("SameJSONRPCMessageResent", func(t *testing.T) {
+			// A client whose POST got no answer sends the same message (same
+			// session, same JSON-RPC id) again: a replay.
+			sid := rawInitialize(t, e, secret)
+			msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_refund","arguments":{"payment_intent":%q,"amount":500}}}`, pi)
+			r1 := rawPost(t, e, secret, sid, msg)
+			r2 := rawPost(t, e, secret, sid, msg)
+			id1, id2 := refundID(t, r1), refundID(t, r2)
+			if id1 != id2 {
+				t.Fatalf("resent message made refund %s after %s", id2, id1)
+			}
+			// The next message, with the next id, is a new call.
+			r3 := rawPost(t, e, secret, sid, strings.Replace(msg, `"id":7`, `"id":8`, 1))
+			if refundID(t, r3) == id1 {
+				t.Fatal("a new JSON-RPC id replayed an earlier call")
+			}
+			if sp := e.Spend(t, keyID); sp.Day != usd(60) {
+				t.Fatalf("spent %s, want 60.00", sp.Day)
+			}
+		})
 	})
 }
 
@@ -369,88 +430,110 @@ func refundID(tb testing.TB, answer string) string {
 }
 
 func TestMCPConcurrentClientsExactCap(t *testing.T) {
-	e := MustOpen(t)
-	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
-	pi := e.paymentIntent(t, 100000)
-	const clients = 50
-	var (
-		wg              sync.WaitGroup
-		mu              sync.Mutex
-		allowed, denied int
-		failures        []string
-	)
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cs, err := e.MCPConnect(secret, fmt.Sprintf("agent-%d", i), nil)
-			if err != nil {
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
+		pi := e.paymentIntent(t, 100000)
+		const clients = 50
+		var (
+			wg              sync.WaitGroup
+			mu              sync.Mutex
+			allowed, denied int
+			failures        []string
+		)
+		for i := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cs, err := e.MCPConnect(secret, fmt.Sprintf("agent-%d", i), nil)
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, err.Error())
+					mu.Unlock()
+					return
+				}
+				defer cs.Close()
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_refund", Arguments: map[string]any{"payment_intent": pi, "amount": 700}})
 				mu.Lock()
-				failures = append(failures, err.Error())
-				mu.Unlock()
-				return
-			}
-			defer cs.Close()
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_refund", Arguments: map[string]any{"payment_intent": pi, "amount": 700}})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				failures = append(failures, err.Error())
-			case res.IsError && strings.Contains(text(res), "spend cap"):
-				denied++
-			case res.IsError:
-				failures = append(failures, text(res))
-			default:
-				allowed++
-			}
-		}()
-	}
-	wg.Wait()
-	if len(failures) > 0 {
-		t.Fatalf("%d failures, first: %s", len(failures), failures[0])
-	}
-	// $7 each under $50: exactly 7 refunds, $49.
-	if allowed != 7 || denied != clients-7 {
-		t.Fatalf("allowed %d, denied %d; want 7 and %d", allowed, denied, clients-7)
-	}
-	if n := len(e.Sim.GroundTruth().Refunds); n != 7 {
-		t.Fatalf("%d refunds upstream, want 7", n)
-	}
-	if sp := e.Spend(t, keyID); sp.Day != usd(49) || sp.Uncertain != 0 || sp.Held != 0 {
-		t.Fatalf("spend %+v, want 49.00 settled", sp)
-	}
-	if n := len(e.events(t, keyID)); n != clients {
-		t.Fatalf("%d events, want %d", n, clients)
-	}
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					failures = append(failures, err.Error())
+				case res.IsError && strings.Contains(text(res), "spend cap"):
+					denied++
+				case res.IsError:
+					failures = append(failures, text(res))
+				default:
+					allowed++
+				}
+			}()
+		}
+		wg.Wait()
+		if len(failures) > 0 {
+			t.Fatalf("%d failures, first: %s", len(failures), failures[0])
+		}
+		// $7 each under $50: exactly 7 refunds, $49.
+		if allowed != 7 || denied != clients-7 {
+			t.Fatalf("allowed %d, denied %d; want 7 and %d", allowed, denied, clients-7)
+		}
+		if n := len(e.Sim.GroundTruth().Refunds); n != 7 {
+			t.Fatalf("%d refunds upstream, want 7", n)
+		}
+		if sp := e.Spend(t, keyID); sp.Day != usd(49) || sp.Uncertain != 0 || sp.Held != 0 {
+			t.Fatalf("spend %+v, want 49.00 settled", sp)
+		}
+		if n := len(e.events(t, keyID)); n != clients {
+			t.Fatalf("%d events, want %d", n, clients)
+		}
+	})
 }
 
 func TestMCPRevocationEndsSession(t *testing.T) {
-	e := MustOpen(t)
-	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
-	pi := e.paymentIntent(t, 10000)
-	cs := e.MCP(t, secret, "agent", nil)
-	mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
+		pi := e.paymentIntent(t, 10000)
+		cs := e.MCP(t, secret, "agent", nil)
+		mustOK(t, call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000}))
 
-	if resp, body := e.Admin(t, "POST", "/vault/keys/"+keyID+"/revoke", ""); resp.StatusCode != 200 {
-		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
-	}
-	res := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000})
-	if !res.IsError || !strings.Contains(text(res), "was revoked") || !strings.Contains(text(res), "ask a person for a new vault key") {
-		t.Fatalf("call after revocation: isError=%v %s", res.IsError, text(res))
-	}
-	if _, err := cs.ListTools(context.Background(), nil); err == nil {
-		t.Fatal("the session still lists tools after revocation")
-	}
-	if _, err := e.MCPConnect(secret, "agent", nil); err == nil {
-		t.Fatal("a revoked key opened a session")
-	}
-	if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
-		t.Fatalf("%d refunds upstream, want 1", n)
-	}
-	es := e.events(t, keyID)
-	if es[0].Decision != keybrake.DecisionDeny || es[0].Reason != "revoked" || es[0].Via != keybrake.ViaMCP || es[0].MCPSession != cs.ID() {
-		t.Fatalf("last event = %+v", es[0])
+		if resp, body := e.Admin(t, "POST", "/vault/keys/"+keyID+"/revoke", ""); resp.StatusCode != 200 {
+			t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+		}
+		if !khttp.MCPSessionOpen(e.Server, cs.ID()) {
+			t.Fatal("revocation alone closed the session; its next call must be refused and audited first")
+		}
+		res := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 1000})
+		if !res.IsError || !strings.Contains(text(res), "was revoked") || !strings.Contains(text(res), "ask a person for a new vault key") {
+			t.Fatalf("call after revocation: isError=%v %s", res.IsError, text(res))
+		}
+		// The session has ended: its next request, whatever it is, closes it.
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_refund", Arguments: map[string]any{"payment_intent": pi, "amount": 1000}}); err == nil {
+			t.Fatal("the session took another call after the refusal")
+		}
+		waitFor(t, "the session to close", func() bool { return !khttp.MCPSessionOpen(e.Server, cs.ID()) })
+		if _, err := cs.ListTools(context.Background(), nil); err == nil {
+			t.Fatal("the session still lists tools after revocation")
+		}
+		if _, err := e.MCPConnect(secret, "agent", nil); err == nil {
+			t.Fatal("a revoked key opened a session")
+		}
+		if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
+			t.Fatalf("%d refunds upstream, want 1", n)
+		}
+		es := e.events(t, keyID)
+		if es[0].Decision != keybrake.DecisionDeny || es[0].Reason != "revoked" || es[0].Via != keybrake.ViaMCP || es[0].MCPSession != cs.ID() {
+			t.Fatalf("last event = %+v", es[0])
+		}
+	})
+}
+
+// waitFor polls cond until it holds, failing the test after 10 seconds.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

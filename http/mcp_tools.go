@@ -100,7 +100,7 @@ var mcpTools = []*mcpTool{
 		desc: "List prices, optionally of one product.", params: []mcpParam{idParam("product", "Only prices of this product (prod_…).", false), limitParam()}},
 	{name: "create_payment_link", title: "Create a payment link", method: http.MethodPost, path: "/v1/payment_links", class: stripe.ClassUnpriced,
 		desc: "Create a payment link for a price: a page where anyone with the link can pay.",
-		params: []mcpParam{idParam("price", "The ID of the price to sell (price_…).", true),
+		params: []mcpParam{{name: "price", typ: "string", desc: "The ID of the price to sell (price_…).", required: true, pattern: objectID},
 			{name: "quantity", typ: "integer", desc: "How many units the link sells.", required: true, min: 1, max: 999},
 			{name: "redirect_url", typ: "string", desc: "Optional URL to send the customer to after paying.", pattern: regexp.MustCompile(`^https?://[^\s]+$`)}, idempotencyParam},
 		build: func(a map[string]any, f url.Values) error {
@@ -127,15 +127,27 @@ var mcpTools = []*mcpTool{
 	{name: "create_invoice_item", title: "Add an item to an invoice", method: http.MethodPost, path: "/v1/invoiceitems", class: stripe.ClassUnpriced,
 		desc: "Add a line to a draft invoice of a customer: a price, or an amount and currency.",
 		params: []mcpParam{idParam("customer", "The ID of the customer (cus_…).", true), idParam("invoice", "The ID of the draft invoice (in_…).", true),
-			idParam("price", "The ID of a price (price_…); or give amount and currency.", false),
+			{name: "price", typ: "string", desc: "The ID of a one-time price (price_…); the line is its unit amount times quantity. Or give amount and currency.", pattern: objectID},
+			{name: "quantity", typ: "integer", desc: "How many units of the price, with price (default 1).", min: 1, max: 10000},
 			{name: "amount", typ: "integer", desc: "The amount in the currency's smallest unit, when no price is given.", form: "amount", min: 1, max: 99999999},
 			{name: "currency", typ: "string", desc: "Three-letter ISO currency code, with amount.", form: "currency", pattern: currencyRE},
 			textParam("description", "What the line is for.", false), idempotencyParam},
 		build: func(a map[string]any, f url.Values) error {
-			_, price := a["price"]
+			price, withPrice := a["price"].(string)
 			_, amount := a["amount"]
-			if price == amount {
+			_, quantity := a["quantity"]
+			switch {
+			case withPrice == amount:
 				return fmt.Errorf("give either price or amount (with currency)")
+			case quantity && !withPrice:
+				return fmt.Errorf("quantity goes with price; amount is the line's total")
+			case withPrice:
+				// Stripe's API since 2025-03-31 names the price of an
+				// invoice item pricing[price].
+				f.Set("pricing[price]", price)
+				if q, ok := a["quantity"].(json.Number); ok {
+					f.Set("quantity", q.String())
+				}
 			}
 			return nil
 		}},

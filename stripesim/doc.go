@@ -17,11 +17,20 @@
 //	POST /v1/payment_intents/{id}/confirm    POST /v1/payment_intents/{id}/capture
 //	POST /v1/payment_intents/{id}/cancel     POST /v1/payment_intents/{id}/increment_authorization
 //	POST /v1/invoiceitems                    GET /v1/invoiceitems/{id}
+//	                                         (amount, or pricing[price] of a one-time price and quantity:
+//	                                         amount = unit_amount × quantity)
 //	POST /v1/invoices                        GET /v1/invoices/{id}
 //	POST /v1/invoices/{id}                   DELETE /v1/invoices/{id} (drafts)
 //	POST /v1/invoices/{id}/add_lines         (lines[N][amount], [description], [metadata])
 //	POST /v1/invoices/{id}/finalize          POST /v1/invoices/{id}/pay
 //	POST /v1/invoices/{id}/void
+//	POST /v1/products                        GET /v1/products/{id}   GET /v1/products?active=&limit=
+//	POST /v1/prices                          GET /v1/prices/{id}     GET /v1/prices?product=&active=&currency=&type=&limit=
+//	                                         (per_unit: unit_amount, currency, product or product_data[name],
+//	                                         recurring[interval] optional)
+//	POST /v1/payment_links                   GET /v1/payment_links/{id}
+//	                                         (line_items[N][price] and [quantity], after_completion; a url
+//	                                         on buy.stripe.com that the simulator does not serve)
 //	POST /v1/refunds                         GET /v1/refunds/{id}
 //	POST /v1/transfers                       GET /v1/transfers/{id}
 //	POST /v1/payouts                         GET /v1/payouts/{id}

@@ -35,6 +35,7 @@ type InvoiceItem struct {
 	Livemode    bool              `json:"livemode"`
 	Metadata    map[string]string `json:"metadata"`
 	Period      Period            `json:"period"`
+	Pricing     *ItemPricing      `json:"pricing"`
 	Quantity    int64             `json:"quantity"`
 	Account     string            `json:"account,omitempty"`
 }
@@ -62,6 +63,7 @@ type InvoiceLine struct {
 	Livemode    bool              `json:"livemode"`
 	Metadata    map[string]string `json:"metadata"`
 	Period      Period            `json:"period"`
+	Pricing     *ItemPricing      `json:"pricing"`
 	Quantity    int64             `json:"quantity"`
 }
 

@@ -36,11 +36,12 @@ const autoAdvanceDelay = time.Hour
 
 // createInvoiceItem serves POST /v1/invoiceitems: an amount owed by a
 // customer, pending until an invoice takes it, or added at once to the
-// draft invoice named.
+// draft invoice named. The amount is given, or is a one-time price's
+// (pricing[price]) unit_amount times quantity.
 func createInvoiceItem(s *Server, c *call) (any, *apiError) {
 	f := c.form
 	if aerr := allow(f, "customer", "amount", "currency", "invoice", "description", "metadata",
-		"discountable", "period", "tax_behavior", "tax_code"); aerr != nil {
+		"discountable", "period", "tax_behavior", "tax_code", "pricing", "quantity"); aerr != nil {
 		return nil, aerr
 	}
 	cusID, aerr := required(f, "customer")
@@ -50,7 +51,7 @@ func createInvoiceItem(s *Server, c *call) (any, *apiError) {
 	if _, ok := lookup(s.st, s.st.customers, c.scope, cusID); !ok {
 		return nil, errNoSuch(http.StatusBadRequest, "customer", "customer", cusID)
 	}
-	amount, aerr := requiredAmount(f, "amount")
+	amount, quantity, price, aerr := s.itemAmount(c, f)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -70,11 +71,17 @@ func createInvoiceItem(s *Server, c *call) (any, *apiError) {
 		}
 	}
 	currency := ""
-	if f.Has("currency") || in == nil {
+	switch {
+	case f.Has("currency") || (in == nil && price == nil):
 		if currency, aerr = currencyParam(f); aerr != nil {
 			return nil, aerr
 		}
-	} else {
+		if price != nil && currency != price.Currency {
+			return nil, invalid("", "currency", "The currency %s does not match the price's currency %s.", currency, price.Currency)
+		}
+	case price != nil:
+		currency = price.Currency
+	default:
 		currency = in.Currency
 	}
 	if in != nil && currency != in.Currency {
@@ -84,7 +91,10 @@ func createInvoiceItem(s *Server, c *call) (any, *apiError) {
 		return nil, aerr
 	}
 	it := &InvoiceItem{ID: newID("ii"), Object: "invoiceitem", Amount: amount, Currency: currency, Customer: cusID,
-		Date: c.now.Unix(), Period: Period{c.now.Unix(), c.now.Unix()}, Quantity: 1, Account: c.account}
+		Date: c.now.Unix(), Period: Period{c.now.Unix(), c.now.Unix()}, Quantity: quantity, Account: c.account}
+	if price != nil {
+		it.Pricing = newItemPricing(price)
+	}
 	if it.Description, aerr = optional(f, "description"); aerr != nil {
 		return nil, aerr
 	}
@@ -102,12 +112,61 @@ func createInvoiceItem(s *Server, c *call) (any, *apiError) {
 	return it, nil
 }
 
+// itemAmount returns an invoice item's amount and quantity: amount as
+// given (quantity 1), or a one-time price's unit_amount times quantity.
+func (s *Server) itemAmount(c *call, f *stripe.Form) (amount, quantity int64, price *Price, aerr *apiError) {
+	if !f.Has("pricing") {
+		if f.Has("quantity") {
+			return 0, 0, nil, invalid("", "quantity", "quantity can only be set with pricing[price]; amount is the item's total.")
+		}
+		amount, aerr := requiredAmount(f, "amount")
+		return amount, 1, nil, aerr
+	}
+	if f.Has("amount") {
+		return 0, 0, nil, invalid("", "amount", "You may only specify one of these parameters: amount, pricing.")
+	}
+	m, ok := f.Tree["pricing"].(map[string]any)
+	if !ok {
+		return 0, 0, nil, invalid("", "pricing", "Invalid object: pricing must be a hash.")
+	}
+	for k := range m {
+		if k != "price" {
+			return 0, 0, nil, errUnknownParam("pricing[" + k + "]")
+		}
+	}
+	id, isStr := m["price"].(string)
+	if !isStr || id == "" {
+		return 0, 0, nil, errMissingParam("pricing[price]")
+	}
+	if price, ok = lookup(s.st, s.st.prices, c.scope, id); !ok {
+		return 0, 0, nil, errNoSuch(http.StatusBadRequest, "price", "pricing[price]", id)
+	}
+	if price.Type != "one_time" {
+		return 0, 0, nil, invalid("", "pricing[price]", "The price specified is set to `type=recurring` but this field only accepts prices with `type=one_time`.")
+	}
+	if !price.Active {
+		return 0, 0, nil, invalid("", "pricing[price]", "The price specified is inactive. This field only accepts active prices.")
+	}
+	quantity = 1
+	if q, sent, aerr := str(f, "quantity"); aerr != nil {
+		return 0, 0, nil, aerr
+	} else if sent {
+		if quantity, aerr = intParam("quantity", q); aerr != nil {
+			return 0, 0, nil, aerr
+		}
+	}
+	if quantity > 0 && price.UnitAmount > stripe.MaxAmount/quantity {
+		return 0, 0, nil, invalid("amount_too_large", "quantity", "Amount must be no more than %d (eight digits): %d × %d is more.", stripe.MaxAmount, price.UnitAmount, quantity)
+	}
+	return price.UnitAmount * quantity, quantity, price, nil
+}
+
 // addItem moves the pending item it onto the draft in.
 func addItem(in *Invoice, it *InvoiceItem) {
 	it.Invoice = in.ID
 	in.Lines = append(in.Lines, &InvoiceLine{ID: newID("il"), Object: "line_item", Amount: it.Amount,
 		Currency: it.Currency, Description: it.Description, Invoice: in.ID, InvoiceItem: it.ID,
-		Metadata: it.Metadata, Period: it.Period, Quantity: it.Quantity})
+		Metadata: it.Metadata, Period: it.Period, Pricing: it.Pricing, Quantity: it.Quantity})
 	recompute(in)
 }
 

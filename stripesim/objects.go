@@ -224,6 +224,9 @@ type GroundTruth struct {
 	Payouts        []Payout        `json:"payouts"`
 	InvoiceItems   []InvoiceItem   `json:"invoice_items"`
 	Invoices       []Invoice       `json:"invoices"`
+	Products       []Product       `json:"products"`
+	Prices         []Price         `json:"prices"`
+	PaymentLinks   []PaymentLink   `json:"payment_links"`
 }
 
 // listObject is Stripe's list envelope.

@@ -22,6 +22,9 @@ func route(method, path string) (handler, string, bool) {
 	if h, ok := agentListRoute(method, parts); ok {
 		return h, "", true
 	}
+	if h, id, ok := catalogRoute(method, parts); ok {
+		return h, id, true
+	}
 	if h, ok := invoiceRoute(method, parts); ok {
 		if len(parts) == 1 {
 			return h, "", true

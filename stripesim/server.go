@@ -103,6 +103,9 @@ func (s *Server) GroundTruth() GroundTruth {
 		Payouts:        copyAll(s.st.Payouts),
 		InvoiceItems:   copyAll(s.st.InvoiceItems),
 		Invoices:       copyInvoices(s.st.Invoices),
+		Products:       copyAll(s.st.Products),
+		Prices:         copyAll(s.st.Prices),
+		PaymentLinks:   copyAll(s.st.PaymentLinks),
 	}
 }
 

@@ -9,17 +9,22 @@ import (
 // the saved idempotent responses and the clock offset. It is guarded by
 // Server.mu and is also the persisted form.
 type state struct {
-	OffsetNanos    int64                  `json:"offset_nanos"`
-	Customers      []*Customer            `json:"customers"`
-	Charges        []*Charge              `json:"charges"`
-	PaymentIntents []*PaymentIntent       `json:"payment_intents"`
-	Refunds        []*Refund              `json:"refunds"`
-	Transfers      []*Transfer            `json:"transfers"`
-	Payouts        []*Payout              `json:"payouts"`
-	InvoiceItems   []*InvoiceItem         `json:"invoice_items"`
-	Invoices       []*Invoice             `json:"invoices"`
-	Owners         map[string]string      `json:"owners"` // object id → scope
-	Idempotency    map[string]*idemRecord `json:"idempotency"`
+	OffsetNanos    int64            `json:"offset_nanos"`
+	Customers      []*Customer      `json:"customers"`
+	Charges        []*Charge        `json:"charges"`
+	PaymentIntents []*PaymentIntent `json:"payment_intents"`
+	Refunds        []*Refund        `json:"refunds"`
+	Transfers      []*Transfer      `json:"transfers"`
+	Payouts        []*Payout        `json:"payouts"`
+	InvoiceItems   []*InvoiceItem   `json:"invoice_items"`
+	Invoices       []*Invoice       `json:"invoices"`
+	Products       []*Product       `json:"products"`
+	Prices         []*Price         `json:"prices"`
+	PaymentLinks   []*PaymentLink   `json:"payment_links"`
+	// LinkLines are the lines of each payment link, which its JSON leaves out.
+	LinkLines   map[string][]PaymentLinkLine `json:"payment_link_lines"`
+	Owners      map[string]string            `json:"owners"` // object id → scope
+	Idempotency map[string]*idemRecord       `json:"idempotency"`
 
 	// Indexes rebuilt from the slices; not persisted.
 	customers      map[string]*Customer
@@ -31,6 +36,9 @@ type state struct {
 	invoiceItems   map[string]*InvoiceItem
 	invoices       map[string]*Invoice // without deleted drafts
 	uncaptured     map[string]*Charge  // authorizations that may still expire
+	products       map[string]*Product
+	prices         map[string]*Price
+	paymentLinks   map[string]*PaymentLink
 }
 
 func newState() *state {
@@ -59,6 +67,15 @@ func (st *state) index() {
 		if !in.Deleted {
 			st.invoices[in.ID] = in
 		}
+	}
+	st.products = indexBy(st.Products, func(p *Product) string { return p.ID })
+	st.prices = indexBy(st.Prices, func(p *Price) string { return p.ID })
+	st.paymentLinks = indexBy(st.PaymentLinks, func(l *PaymentLink) string { return l.ID })
+	if st.LinkLines == nil {
+		st.LinkLines = map[string][]PaymentLinkLine{}
+	}
+	for _, l := range st.PaymentLinks {
+		l.Lines = st.LinkLines[l.ID]
 	}
 	st.uncaptured = map[string]*Charge{}
 	for _, ch := range st.Charges {
