@@ -50,16 +50,23 @@ const (
 )
 
 // VelocityLimit allows at most Limit money-moving requests (reservations)
-// in any sliding window of WindowSeconds, on the whole key or per customer
-// (or payment method), counting the operations named (every operation when
+// in a window of WindowSeconds, sliding (the default) or fixed (see
+// WindowSliding and WindowFixed), on the whole key or per customer (or
+// payment method), counting the operations named (every operation when
 // empty). A request Stripe refused before processing it (released, not a
-// decline) does not count; a replay is not counted again.
+// decline) does not count; a replay is not counted again. With
+// IncludeReads, a per-key limit counts every request the key makes that
+// keybrake forwards, reads included ("60 requests a minute"); a limit
+// naming read operations counts those reads. Reads never count per
+// customer: they name none.
 type VelocityLimit struct {
 	Name          string   `json:"name"`
 	Per           string   `json:"per"`
 	Operations    []string `json:"operations,omitempty"`
 	Limit         int      `json:"limit"`
 	WindowSeconds int64    `json:"window_seconds"`
+	WindowKind    string   `json:"window_kind,omitempty"`   // WindowSliding (default) or WindowFixed
+	IncludeReads  bool     `json:"include_reads,omitempty"` // per key only: count reads too
 }
 
 // Applies reports whether the limit counts operation op.
@@ -172,6 +179,12 @@ func (g *Guards) Validate() error {
 			return ErrorParam(p+".limit", "%s.limit must be between 1 and 1000000.", p)
 		case v.WindowSeconds <= 0 || v.WindowSeconds > 400*86400:
 			return ErrorParam(p+".window_seconds", "%s.window_seconds must be between 1 and %d.", p, 400*86400)
+		case v.WindowKind != "" && v.WindowKind != WindowSliding && v.WindowKind != WindowFixed:
+			return ErrorParam(p+".window_kind", "%s.window_kind must be %q (the default) or %q.", p, WindowSliding, WindowFixed)
+		case v.IncludeReads && v.Per != PerKey:
+			return ErrorParam(p+".include_reads", "%s.include_reads needs per %q: reads name no customer.", p, PerKey)
+		case len(v.Operations) > 50:
+			return ErrorParam(p+".operations", "%s.operations: at most 50.", p)
 		}
 		names[v.Name] = true
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"strings"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -15,19 +14,16 @@ import (
 
 var _ keybrake.GuardService = (*Store)(nil)
 
-// attempted is the condition on reservations that velocity limits and the
-// spend-rate rule count: everything but a request Stripe refused before
-// processing it (a decline, 402, was an attempt on the card).
-const attempted = `(state <> 'released' OR upstream_status = 402)`
-
 // checkGuards decides, inside the reservation's transaction tx, the guards
 // of key k on reservation in: the breaker's repeat and spend-rate rules
 // (which suspend the key, in tx), the duplicate guard, then the velocity
-// limits. It returns the first refusal, or nil to reserve.
-func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, k *keybrake.Key, in *keybrake.Reservation, now time.Time) (*keybrake.GuardRefusal, error) {
+// limits. It returns the first refusal, or nil to reserve and the counters
+// the reservation counts in (keybrake.EncodeCounters), which the insert
+// records and the trigger reservations_guard_insert adds it to.
+func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, k *keybrake.Key, in *keybrake.Reservation, now time.Time) (*keybrake.GuardRefusal, string, error) {
 	g := k.Guards
 	if g.IsZero() {
-		return nil, nil
+		return nil, "", nil
 	}
 	if b := g.Breaker; b != nil {
 		rule, reason, err := s.breakerTrips(ctx, tx, k.ID, b, in, now)
@@ -35,7 +31,7 @@ func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, k *keybrake.Key, in
 			if err == nil {
 				err = s.suspendIn(ctx, tx, k.ID, reason, now)
 			}
-			return &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: rule, Suspended: true}, err
+			return &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: rule, Suspended: true}, "", err
 		}
 	}
 	if d := g.Duplicate; d != nil && in.DupKey != "" && !(in.Override && d.AllowOverride) {
@@ -43,63 +39,84 @@ func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, k *keybrake.Key, in
 			id, obj string
 			at      int64
 		)
-		err := tx.QueryRowContext(ctx, `SELECT id, object_id, created_at FROM reservations
-			WHERE key_id = ? AND dup_key = ? AND created_at > ? AND state <> 'released'
-			ORDER BY created_at DESC LIMIT 1`, k.ID, in.DupKey, now.Add(-keybrake.Window(d.WindowSeconds)).UnixMicro()).Scan(&id, &obj, &at)
+		err := s.txQueryRow(ctx, tx, qDuplicate, k.ID, in.DupKey, now.Add(-keybrake.Window(d.WindowSeconds)).UnixMicro()).Scan(&id, &obj, &at)
 		if err == nil {
-			return &keybrake.GuardRefusal{Guard: keybrake.GuardDuplicate, EarlierID: id, EarlierObjectID: obj, EarlierAt: fromMicros(at)}, nil
+			return &keybrake.GuardRefusal{Guard: keybrake.GuardDuplicate, EarlierID: id, EarlierObjectID: obj, EarlierAt: fromMicros(at)}, "", nil
 		} else if !errors.Is(err, sql.ErrNoRows) {
-			return nil, wrap(err, "duplicate guard on key %s", k.ID)
+			return nil, "", wrap(err, "duplicate guard on key %s", k.ID)
 		}
 	}
 	for _, v := range g.Velocity {
 		if !v.Applies(in.Operation) || (v.Per == keybrake.PerCustomer && in.Customer == "") {
 			continue
 		}
-		if r, err := s.velocity(ctx, tx, k.ID, v, in, now); err != nil || r != nil {
-			return r, err
+		if r, err := s.velocity(ctx, tx, k.ID, v, v.Scope(in.Customer), now); err != nil || r != nil {
+			return r, "", err
 		}
 	}
-	return nil, nil
+	return nil, keybrake.EncodeCounters(keybrake.CountersFor(g, in.Operation, in.Customer, now)), nil
 }
 
-// velocity counts, among the key's newest v.Limit counted reservations in
-// v's window (of the customer and operations v names), how many there are
-// and when the oldest of them leaves the window: then the limit frees up.
-func (s *Store) velocity(ctx context.Context, tx *sql.Tx, keyID string, v keybrake.VelocityLimit, in *keybrake.Reservation, now time.Time) (*keybrake.GuardRefusal, error) {
-	win := keybrake.Window(v.WindowSeconds)
-	q := `SELECT created_at FROM reservations WHERE key_id = ? AND created_at > ? AND ` + attempted
-	args := []any{keyID, now.Add(-win).UnixMicro()}
-	if v.Per == keybrake.PerCustomer {
-		q, args = q+` AND customer = ?`, append(args, in.Customer)
-	}
-	if len(v.Operations) > 0 {
-		q += ` AND operation IN (?` + strings.Repeat(`, ?`, len(v.Operations)-1) + `)`
-		for _, op := range v.Operations {
-			args = append(args, op)
-		}
-	}
-	q = `SELECT COUNT(*), MIN(created_at) FROM (` + q + ` ORDER BY created_at DESC LIMIT ?)`
-	args = append(args, v.Limit)
-	var (
-		n      int
-		oldest sql.NullInt64
-	)
-	if err := tx.QueryRowContext(ctx, q, args...).Scan(&n, &oldest); err != nil {
+// The guards' hot statements, prepared at Open.
+const (
+	// qDuplicate finds the newest reservation the duplicate guard
+	// matches: a probe of reservations_dup, reading the row only for a
+	// match.
+	qDuplicate = `SELECT id, object_id, created_at FROM reservations
+		WHERE key_id = ? AND dup_key = ? AND created_at > ? AND state <> 'released'
+		ORDER BY created_at DESC LIMIT 1`
+	// qCounterSum sums a scope's counters from a bucket on.
+	qCounterSum = `SELECT COALESCE(SUM(n), 0), COALESCE(SUM(micros), 0) FROM guard_counters
+		WHERE key_id = ? AND scope = ? AND bucket >= ?`
+	// qRepeats counts, up to a bound, the key's reservations and
+	// recorded refusals of a fingerprint since a time: index-only.
+	qRepeats = `SELECT
+		(SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE key_id = ?1 AND fingerprint = ?2 AND created_at > ?3 LIMIT ?4)) +
+		(SELECT COUNT(*) FROM (SELECT 1 FROM guard_refusals WHERE key_id = ?1 AND at > ?3 AND fingerprint = ?2 LIMIT ?4))`
+)
+
+// velocity sums the counters of v's window for scope and, at or over the
+// limit, reads them to say when the limit frees up.
+func (s *Store) velocity(ctx context.Context, tx *sql.Tx, keyID string, v keybrake.VelocityLimit, scope string, now time.Time) (*keybrake.GuardRefusal, error) {
+	since := v.Since(now)
+	var n, micros int64
+	if err := s.txQueryRow(ctx, tx, qCounterSum, keyID, scope, since).Scan(&n, &micros); err != nil {
 		return nil, wrap(err, "velocity %s on key %s", v.Name, keyID)
 	}
-	if n < v.Limit {
+	if n < int64(v.Limit) {
 		return nil, nil
 	}
-	return &keybrake.GuardRefusal{Guard: keybrake.GuardVelocity, Rule: v.Name, Limit: v.Limit, Count: n,
-		RetryAt: fromMicros(oldest.Int64).Add(win)}, nil
+	buckets, err := s.counters(ctx, tx, keyID, scope, since)
+	if err != nil {
+		return nil, wrap(err, "velocity %s on key %s", v.Name, keyID)
+	}
+	return &keybrake.GuardRefusal{Guard: keybrake.GuardVelocity, Rule: v.Name, Limit: v.Limit, Count: int(n),
+		RetryAt: v.RetryAt(buckets)}, nil
+}
+
+// counters reads a scope's counters from bucket since on.
+func (s *Store) counters(ctx context.Context, tx *sql.Tx, keyID, scope string, since int64) ([]keybrake.BucketCount, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT bucket, n, micros FROM guard_counters WHERE key_id = ? AND scope = ? AND bucket >= ? AND n > 0`, keyID, scope, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var bs []keybrake.BucketCount
+	for rows.Next() {
+		var b keybrake.BucketCount
+		if err := rows.Scan(&b.Bucket, &b.N, &b.Micros); err != nil {
+			return nil, err
+		}
+		bs = append(bs, b)
+	}
+	return bs, rows.Err()
 }
 
 // breakerTrips returns the breaker rule that reservation in would trip,
 // and the suspension's reason, or "" when none does.
 func (s *Store) breakerTrips(ctx context.Context, tx *sql.Tx, keyID string, b *keybrake.Breaker, in *keybrake.Reservation, now time.Time) (rule, reason string, err error) {
 	if b.RepeatBody > 0 && in.Fingerprint != "" {
-		n, err := s.repeats(ctx, tx, keyID, in.Fingerprint, now.Add(-keybrake.Window(b.RepeatWindowSeconds)))
+		n, err := s.repeats(ctx, tx, keyID, in.Fingerprint, now.Add(-keybrake.Window(b.RepeatWindowSeconds)), b.RepeatBody)
 		if err != nil {
 			return "", "", err
 		}
@@ -108,17 +125,16 @@ func (s *Store) breakerTrips(ctx context.Context, tx *sql.Tx, keyID string, b *k
 		}
 	}
 	if b.SpendMultiple > 0 {
-		w, base := keybrake.Window(b.SpendWindowSeconds), keybrake.Window(b.BaselineSeconds)
-		var recent, before int64
-		err := tx.QueryRowContext(ctx, `SELECT
-			COALESCE(SUM(CASE WHEN created_at > ?2 THEN micros END), 0),
-			COALESCE(SUM(CASE WHEN created_at <= ?2 THEN micros END), 0)
-			FROM reservations WHERE key_id = ?1 AND created_at > ?3 AND `+attempted,
-			keyID, now.Add(-w).UnixMicro(), now.Add(-base).UnixMicro()).Scan(&recent, &before)
+		p := b.Probe(now)
+		var n, recent, base int64
+		err := s.txQueryRow(ctx, tx, qCounterSum, keyID, p.Recent, p.RecentSince).Scan(&n, &recent)
+		if err == nil {
+			err = s.txQueryRow(ctx, tx, qCounterSum, keyID, p.Base, p.BaseSince).Scan(&n, &base)
+		}
 		if err != nil {
 			return "", "", wrap(err, "breaker on key %s", keyID)
 		}
-		if SpendRateTrips(recent+int64(in.Micros), before, b) {
+		if SpendRateTrips(recent+int64(in.Micros), base-recent, b) {
 			return keybrake.BreakerSpendRate, fmt.Sprintf("breaker %s: $%s reserved in %ds, over %d times the key's rate in the %ds before",
 				keybrake.BreakerSpendRate, keybrake.Micros(recent+int64(in.Micros)), b.SpendWindowSeconds, b.SpendMultiple, b.BaselineSeconds), nil
 		}
@@ -142,13 +158,11 @@ func SpendRateTrips(recent, before int64, b *keybrake.Breaker) bool {
 }
 
 // repeats counts the key's reservations and recorded refusals of
-// fingerprint since since.
-func (s *Store) repeats(ctx context.Context, tx *sql.Tx, keyID, fingerprint string, since time.Time) (int, error) {
+// fingerprint since since, each up to bound: the rule only asks whether
+// there are enough.
+func (s *Store) repeats(ctx context.Context, tx *sql.Tx, keyID, fingerprint string, since time.Time, bound int) (int, error) {
 	var n int
-	err := tx.QueryRowContext(ctx, `SELECT
-		(SELECT COUNT(*) FROM reservations WHERE key_id = ?1 AND created_at > ?3 AND fingerprint = ?2) +
-		(SELECT COUNT(*) FROM guard_refusals WHERE key_id = ?1 AND at > ?3 AND fingerprint = ?2)`,
-		keyID, fingerprint, since.UnixMicro()).Scan(&n)
+	err := s.txQueryRow(ctx, tx, qRepeats, keyID, fingerprint, since.UnixMicro(), bound).Scan(&n)
 	return n, wrap(err, "breaker on key %s", keyID)
 }
 
@@ -202,7 +216,7 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 			}
 		}
 		if reason == "" && b.RepeatBody > 0 && args.Fingerprint != "" {
-			n, err := s.repeats(ctx, tx, args.KeyID, args.Fingerprint, now.Add(-keybrake.Window(b.RepeatWindowSeconds)))
+			n, err := s.repeats(ctx, tx, args.KeyID, args.Fingerprint, now.Add(-keybrake.Window(b.RepeatWindowSeconds)), b.RepeatBody)
 			if err != nil {
 				return err
 			}
@@ -292,4 +306,33 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// qInsertCounted inserts a reservation of a guarded key with the counters
+// it counts in.
+var qInsertCounted = `INSERT INTO reservations (` + resColumns + `, counted)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// insertReservation inserts r in tx, counted in the guard counters named
+// by counted ("" for none), and now and then drops expired counters.
+func (s *Store) insertReservation(ctx context.Context, tx *sql.Tx, r *keybrake.Reservation, counted string) (sql.Result, error) {
+	if counted == "" {
+		return s.txExec(ctx, tx, qInsertReservation, reservationArgs(r)...)
+	}
+	if err := s.pruneCounters(ctx, tx, r.CreatedAt); err != nil {
+		return nil, err
+	}
+	return s.txExec(ctx, tx, qInsertCounted, append(reservationArgs(r), counted)...)
+}
+
+// pruneCounters deletes, at most once a minute, the guard counters no
+// window reads any more.
+func (s *Store) pruneCounters(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	next := s.nextPrune.Load()
+	if now.Unix() < next {
+		return nil
+	}
+	s.nextPrune.Store(now.Unix() + 60)
+	_, err := tx.ExecContext(ctx, `DELETE FROM guard_counters WHERE expires < ?`, now.Unix())
+	return wrap(err, "prune guard counters")
 }

@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -48,7 +49,8 @@ type Store struct {
 	wstmts map[string]*sql.Stmt // on the writer, used through Tx.StmtContext
 	rstmts map[string]*sql.Stmt // on the readers
 
-	zones sync.Map // key ID -> timezone seen by the last Reserve; only a hint
+	zones     sync.Map     // key ID -> timezone seen by the last Reserve; only a hint
+	nextPrune atomic.Int64 // Unix second of the next guard counter prune
 
 	path string // the database file, naming the watchers of its keys
 
@@ -145,7 +147,8 @@ func open(path string, migrations fs.FS) (*Store, error) {
 // transaction: preparing on the writer needs its only connection.
 func (s *Store) prepare(ctx context.Context) error {
 	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID, qChainHead, qMoveHead} {
+	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID, qChainHead, qMoveHead,
+		qInsertCounted, qDuplicate, qCounterSum, qRepeats} {
 		st, err := s.writer.PrepareContext(ctx, q)
 		if err != nil {
 			return err

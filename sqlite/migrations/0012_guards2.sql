@@ -1,0 +1,49 @@
+-- 0012_guards2: the guards' windows are counted, not searched. Each
+-- reservation of a guarded key records the counters it counts in
+-- (counted: JSON [[scope, bucket, expires], …], keybrake.EncodeCounters),
+-- and the triggers below keep guard_counters equal, per counter, to the
+-- number and amount of its reservations that count: every one but a
+-- request Stripe refused before processing it (released, not a 402).
+-- Velocity limits and the spend-rate rule sum a window's buckets (at most
+-- 61) instead of its reservations. Requests counted without a reservation
+-- (reads, for limits with include_reads) add to the same counters.
+--
+-- Reservations made before this migration count in no counter: limits
+-- start counting when it runs.
+ALTER TABLE reservations ADD COLUMN counted TEXT NOT NULL DEFAULT '';
+
+CREATE TABLE guard_counters (
+	key_id  TEXT    NOT NULL,
+	scope   TEXT    NOT NULL,
+	bucket  INTEGER NOT NULL, -- Unix second the bucket starts at
+	expires INTEGER NOT NULL, -- no window reads it after this second
+	n       INTEGER NOT NULL,
+	micros  INTEGER NOT NULL,
+	PRIMARY KEY (key_id, scope, bucket)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX guard_counters_expires ON guard_counters (expires);
+
+CREATE TRIGGER reservations_guard_insert AFTER INSERT ON reservations
+WHEN NEW.counted <> '' AND (NEW.state <> 'released' OR NEW.upstream_status = 402)
+BEGIN
+	INSERT INTO guard_counters (key_id, scope, bucket, expires, n, micros)
+	SELECT NEW.key_id, value ->> 0, value ->> 1, value ->> 2, 1, NEW.micros FROM json_each(NEW.counted)
+	WHERE true
+	ON CONFLICT (key_id, scope, bucket) DO UPDATE SET n = n + 1, micros = micros + excluded.micros;
+END;
+
+-- A change of what a reservation counts (released, re-armed, a hold grown,
+-- new counters) takes out what it counted and adds what it counts.
+CREATE TRIGGER reservations_guard_update AFTER UPDATE OF state, micros, counted, upstream_status ON reservations
+WHEN (OLD.counted <> '' OR NEW.counted <> '')
+  AND (OLD.counted <> NEW.counted OR OLD.micros <> NEW.micros
+       OR (OLD.state <> 'released' OR OLD.upstream_status = 402) <> (NEW.state <> 'released' OR NEW.upstream_status = 402))
+BEGIN
+	UPDATE guard_counters SET n = n - 1, micros = micros - OLD.micros
+	WHERE (OLD.state <> 'released' OR OLD.upstream_status = 402) AND key_id = OLD.key_id
+	  AND (scope, bucket) IN (SELECT value ->> 0, value ->> 1 FROM json_each(NULLIF(OLD.counted, '')));
+	INSERT INTO guard_counters (key_id, scope, bucket, expires, n, micros)
+	SELECT NEW.key_id, value ->> 0, value ->> 1, value ->> 2, 1, NEW.micros FROM json_each(NULLIF(NEW.counted, ''))
+	WHERE NEW.state <> 'released' OR NEW.upstream_status = 402
+	ON CONFLICT (key_id, scope, bucket) DO UPDATE SET n = n + 1, micros = micros + excluded.micros;
+END;
