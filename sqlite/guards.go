@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -17,86 +17,167 @@ var _ keybrake.GuardService = (*Store)(nil)
 // checkGuards decides, inside the reservation's transaction tx, the guards
 // of key k on reservation in: the breaker's repeat and spend-rate rules
 // (which suspend the key, in tx), the duplicate guard, then the velocity
-// limits. It returns the first refusal, or nil to reserve and the counters
-// the reservation counts in (keybrake.EncodeCounters), which the insert
+// limits. Everything they read is read by one statement (guardProbe). It
+// returns the first refusal, or nil to reserve and the counters the
+// reservation counts in (keybrake.EncodeCounters), which the insert
 // records and the trigger reservations_guard_insert adds it to.
 func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, k *keybrake.Key, in *keybrake.Reservation, now time.Time) (*keybrake.GuardRefusal, string, error) {
 	g := k.Guards
 	if g.IsZero() {
 		return nil, "", nil
 	}
-	if b := g.Breaker; b != nil {
-		rule, reason, err := s.breakerTrips(ctx, tx, k.ID, b, in, now)
-		if err != nil || rule != "" {
-			if err == nil {
-				err = s.suspendIn(ctx, tx, k.ID, reason, now)
-			}
-			return &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: rule, Suspended: true}, "", err
+	p := newGuardProbe(g, in, now)
+	if p.q.Len() > 0 {
+		if err := s.runProbe(ctx, tx, p); err != nil {
+			return nil, "", wrap(err, "guards of key %s", k.ID)
 		}
 	}
-	if d := g.Duplicate; d != nil && in.DupKey != "" && !(in.Override && d.AllowOverride) {
+	if b := g.Breaker; b != nil {
+		if rule, reason := breakerTrips(b, in, p); rule != "" {
+			return &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: rule, Suspended: true}, "", s.suspendIn(ctx, tx, k.ID, reason, now)
+		}
+	}
+	if p.dupID.Valid {
 		var (
-			id, obj string
-			at      int64
+			obj string
+			at  int64
 		)
-		err := s.txQueryRow(ctx, tx, qDuplicate, k.ID, in.DupKey, now.Add(-keybrake.Window(d.WindowSeconds)).UnixMicro()).Scan(&id, &obj, &at)
-		if err == nil {
-			return &keybrake.GuardRefusal{Guard: keybrake.GuardDuplicate, EarlierID: id, EarlierObjectID: obj, EarlierAt: fromMicros(at)}, "", nil
-		} else if !errors.Is(err, sql.ErrNoRows) {
+		if err := tx.QueryRowContext(ctx, `SELECT object_id, created_at FROM reservations WHERE id = ?`, p.dupID.String).Scan(&obj, &at); err != nil {
 			return nil, "", wrap(err, "duplicate guard on key %s", k.ID)
 		}
+		return &keybrake.GuardRefusal{Guard: keybrake.GuardDuplicate, EarlierID: p.dupID.String, EarlierObjectID: obj, EarlierAt: fromMicros(at)}, "", nil
 	}
-	for _, v := range g.Velocity {
-		if !v.Applies(in.Operation) || (v.Per == keybrake.PerCustomer && in.Customer == "") {
+	for i, v := range p.limits {
+		if p.counts[i] < int64(v.Limit) {
 			continue
 		}
-		if r, err := s.velocity(ctx, tx, k.ID, v, v.Scope(in.Customer), now); err != nil || r != nil {
-			return r, "", err
+		scope, since := v.Scope(in.Customer), v.Since(now)
+		buckets, err := s.counters(ctx, tx, k.ID, scope, since)
+		if err != nil {
+			return nil, "", wrap(err, "velocity %s on key %s", v.Name, k.ID)
 		}
+		return &keybrake.GuardRefusal{Guard: keybrake.GuardVelocity, Rule: v.Name, Limit: v.Limit, Count: int(p.counts[i]),
+			RetryAt: v.RetryAt(buckets)}, "", nil
 	}
 	return nil, keybrake.EncodeCounters(keybrake.CountersFor(g, in.Operation, in.Customer, now)), nil
 }
 
-// The guards' hot statements, prepared at Open.
+// guardProbe is the one statement that reads what a key's guards decide a
+// reservation on, built for the guards that apply to it, and its results.
+// Its text depends only on which parts are present and how many limits
+// apply, so the stores' prepared statements stay few.
+type guardProbe struct {
+	q    strings.Builder
+	args []any
+	dest []any
+
+	repeats        int64
+	recent, base   int64
+	dupID          sql.NullString
+	limits         []keybrake.VelocityLimit
+	counts         []int64
+	hasSpend, hasR bool
+}
+
+// The probe's parts; ?1 is the key.
 const (
-	// qDuplicate finds the newest reservation the duplicate guard
-	// matches: a probe of reservations_dup, reading the row only for a
-	// match.
-	qDuplicate = `SELECT id, object_id, created_at FROM reservations
-		WHERE key_id = ? AND dup_key = ? AND created_at > ? AND state <> 'released'
-		ORDER BY created_at DESC LIMIT 1`
-	// qCounterSum sums a scope's counters from a bucket on.
-	qCounterSum = `SELECT COALESCE(SUM(n), 0), COALESCE(SUM(micros), 0) FROM guard_counters
-		WHERE key_id = ? AND scope = ? AND bucket >= ?`
-	// qRepeats counts, up to a bound, the key's reservations and
+	// probeRepeats counts, up to a bound, the key's reservations and
 	// recorded refusals of a fingerprint since a time: index-only.
-	qRepeats = `SELECT
-		(SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE key_id = ?1 AND fingerprint = ?2 AND created_at > ?3 LIMIT ?4)) +
-		(SELECT COUNT(*) FROM (SELECT 1 FROM guard_refusals WHERE key_id = ?1 AND at > ?3 AND fingerprint = ?2 LIMIT ?4))`
+	probeRepeats = `(SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE key_id = ?1 AND fingerprint = ? AND created_at > ? LIMIT ?)) +
+		(SELECT COUNT(*) FROM (SELECT 1 FROM guard_refusals WHERE key_id = ?1 AND fingerprint = ? AND at > ? LIMIT ?))`
+	// probeSum sums a scope's counters from a bucket on.
+	probeSum = `(SELECT COALESCE(SUM(%s), 0) FROM guard_counters WHERE key_id = ?1 AND scope = ? AND bucket >= ?)`
+	// probeDuplicate finds the newest reservation the duplicate guard
+	// matches: a probe of the partial index reservations_dup, reading a
+	// row only for a match. The planner uses a partial index only when
+	// the query implies its condition: dup_key = ? alone does not.
+	probeDuplicate = `(SELECT id FROM reservations WHERE key_id = ?1 AND dup_key = ? AND dup_key <> '' AND created_at > ? AND state <> 'released'
+		ORDER BY created_at DESC LIMIT 1)`
 )
 
-// velocity sums the counters of v's window for scope and, at or over the
-// limit, reads them to say when the limit frees up.
-func (s *Store) velocity(ctx context.Context, tx *sql.Tx, keyID string, v keybrake.VelocityLimit, scope string, now time.Time) (*keybrake.GuardRefusal, error) {
-	since := v.Since(now)
-	var n, micros int64
-	if err := s.txQueryRow(ctx, tx, qCounterSum, keyID, scope, since).Scan(&n, &micros); err != nil {
-		return nil, wrap(err, "velocity %s on key %s", v.Name, keyID)
+func newGuardProbe(g *keybrake.Guards, in *keybrake.Reservation, now time.Time) *guardProbe {
+	p := &guardProbe{args: []any{in.KeyID}}
+	add := func(part string, dest any, args ...any) {
+		if p.q.Len() == 0 {
+			p.q.WriteString("SELECT ")
+		} else {
+			p.q.WriteString(",\n\t")
+		}
+		p.q.WriteString(part)
+		p.args = append(p.args, args...)
+		p.dest = append(p.dest, dest)
 	}
-	if n < int64(v.Limit) {
-		return nil, nil
+	if b := g.Breaker; b != nil {
+		if b.RepeatBody > 0 && in.Fingerprint != "" {
+			since := now.Add(-keybrake.Window(b.RepeatWindowSeconds)).UnixMicro()
+			p.hasR = true
+			add(probeRepeats, &p.repeats, in.Fingerprint, since, b.RepeatBody, in.Fingerprint, since, b.RepeatBody)
+		}
+		if b.SpendMultiple > 0 {
+			sp := b.Probe(now)
+			p.hasSpend = true
+			add(fmt.Sprintf(probeSum, "micros"), &p.recent, sp.Recent, sp.RecentSince)
+			add(fmt.Sprintf(probeSum, "micros"), &p.base, sp.Base, sp.BaseSince)
+		}
 	}
-	buckets, err := s.counters(ctx, tx, keyID, scope, since)
-	if err != nil {
-		return nil, wrap(err, "velocity %s on key %s", v.Name, keyID)
+	if d := g.Duplicate; d != nil && in.DupKey != "" && !(in.Override && d.AllowOverride) {
+		add(probeDuplicate, &p.dupID, in.DupKey, now.Add(-keybrake.Window(d.WindowSeconds)).UnixMicro())
 	}
-	return &keybrake.GuardRefusal{Guard: keybrake.GuardVelocity, Rule: v.Name, Limit: v.Limit, Count: int(n),
-		RetryAt: v.RetryAt(buckets)}, nil
+	seen := map[string]bool{}
+	for _, v := range g.Velocity {
+		if !v.Applies(in.Operation) || (v.Per == keybrake.PerCustomer && in.Customer == "") {
+			continue
+		}
+		scope := v.Scope(in.Customer)
+		if seen[scope+"\x00"+fmt.Sprint(v.Limit)] {
+			continue
+		}
+		seen[scope+"\x00"+fmt.Sprint(v.Limit)] = true
+		p.limits = append(p.limits, v)
+	}
+	p.counts = make([]int64, len(p.limits))
+	for i, v := range p.limits {
+		add(fmt.Sprintf(probeSum, "n"), &p.counts[i], v.Scope(in.Customer), v.Since(now))
+	}
+	return p
+}
+
+// runProbe runs p in tx through a statement prepared once per text. A
+// text seen for the first time runs unprepared and is prepared after the
+// transaction (prepareProbes): preparing needs the writer's only
+// connection, which tx holds.
+func (s *Store) runProbe(ctx context.Context, tx *sql.Tx, p *guardProbe) error {
+	q := p.q.String()
+	if st, ok := s.probes.Load(q); ok && st != nil {
+		return tx.StmtContext(ctx, st.(*sql.Stmt)).QueryRowContext(ctx, p.args...).Scan(p.dest...)
+	}
+	s.probes.LoadOrStore(q, nil)
+	s.probeMisses.Store(true)
+	return tx.QueryRowContext(ctx, q, p.args...).Scan(p.dest...)
+}
+
+// prepareProbes prepares the probe texts runProbe saw unprepared. It must
+// run outside a write transaction.
+func (s *Store) prepareProbes() {
+	s.probes.Range(func(q, st any) bool {
+		if st != nil {
+			return true
+		}
+		prepared, err := s.writer.PrepareContext(context.Background(), q.(string))
+		if err != nil {
+			return true // stays unprepared; runProbe still runs it
+		}
+		if !s.probes.CompareAndSwap(q, nil, prepared) {
+			prepared.Close()
+		}
+		return true
+	})
 }
 
 // counters reads a scope's counters from bucket since on.
 func (s *Store) counters(ctx context.Context, tx *sql.Tx, keyID, scope string, since int64) ([]keybrake.BucketCount, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT bucket, n, micros FROM guard_counters WHERE key_id = ? AND scope = ? AND bucket >= ? AND n > 0`, keyID, scope, since)
+	rows, err := tx.QueryContext(ctx, `SELECT bucket, SUM(n), SUM(micros) FROM guard_counters
+		WHERE key_id = ? AND scope = ? AND bucket >= ? GROUP BY bucket HAVING SUM(n) > 0`, keyID, scope, since)
 	if err != nil {
 		return nil, err
 	}
@@ -113,33 +194,19 @@ func (s *Store) counters(ctx context.Context, tx *sql.Tx, keyID, scope string, s
 }
 
 // breakerTrips returns the breaker rule that reservation in would trip,
-// and the suspension's reason, or "" when none does.
-func (s *Store) breakerTrips(ctx context.Context, tx *sql.Tx, keyID string, b *keybrake.Breaker, in *keybrake.Reservation, now time.Time) (rule, reason string, err error) {
-	if b.RepeatBody > 0 && in.Fingerprint != "" {
-		n, err := s.repeats(ctx, tx, keyID, in.Fingerprint, now.Add(-keybrake.Window(b.RepeatWindowSeconds)), b.RepeatBody)
-		if err != nil {
-			return "", "", err
-		}
-		if n+1 >= b.RepeatBody {
-			return keybrake.BreakerRepeat, fmt.Sprintf("breaker %s: the same %s request %d times within %ds under different Idempotency-Keys", keybrake.BreakerRepeat, in.Operation, n+1, b.RepeatWindowSeconds), nil
-		}
+// given what p read, and the suspension's reason, or "" when none does.
+func breakerTrips(b *keybrake.Breaker, in *keybrake.Reservation, p *guardProbe) (rule, reason string) {
+	if p.hasR && int(p.repeats)+1 >= b.RepeatBody {
+		return keybrake.BreakerRepeat, fmt.Sprintf("breaker %s: the same %s request %d times within %ds under different Idempotency-Keys", keybrake.BreakerRepeat, in.Operation, p.repeats+1, b.RepeatWindowSeconds)
 	}
-	if b.SpendMultiple > 0 {
-		p := b.Probe(now)
-		var n, recent, base int64
-		err := s.txQueryRow(ctx, tx, qCounterSum, keyID, p.Recent, p.RecentSince).Scan(&n, &recent)
-		if err == nil {
-			err = s.txQueryRow(ctx, tx, qCounterSum, keyID, p.Base, p.BaseSince).Scan(&n, &base)
-		}
-		if err != nil {
-			return "", "", wrap(err, "breaker on key %s", keyID)
-		}
-		if SpendRateTrips(recent+int64(in.Micros), base-recent, b) {
+	if p.hasSpend {
+		recent := p.recent + int64(in.Micros)
+		if SpendRateTrips(recent, p.base-p.recent, b) {
 			return keybrake.BreakerSpendRate, fmt.Sprintf("breaker %s: $%s reserved in %ds, over %d times the key's rate in the %ds before",
-				keybrake.BreakerSpendRate, keybrake.Micros(recent+int64(in.Micros)), b.SpendWindowSeconds, b.SpendMultiple, b.BaselineSeconds), nil
+				keybrake.BreakerSpendRate, keybrake.Micros(recent), b.SpendWindowSeconds, b.SpendMultiple, b.BaselineSeconds)
 		}
 	}
-	return "", "", nil
+	return "", ""
 }
 
 // SpendRateTrips reports whether recent, spent in the breaker's spend
@@ -162,7 +229,8 @@ func SpendRateTrips(recent, before int64, b *keybrake.Breaker) bool {
 // there are enough.
 func (s *Store) repeats(ctx context.Context, tx *sql.Tx, keyID, fingerprint string, since time.Time, bound int) (int, error) {
 	var n int
-	err := s.txQueryRow(ctx, tx, qRepeats, keyID, fingerprint, since.UnixMicro(), bound).Scan(&n)
+	t := since.UnixMicro()
+	err := tx.QueryRowContext(ctx, `SELECT `+probeRepeats, keyID, fingerprint, t, bound, fingerprint, t, bound).Scan(&n)
 	return n, wrap(err, "breaker on key %s", keyID)
 }
 

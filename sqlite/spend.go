@@ -100,6 +100,10 @@ func (s *Store) decide(ctx context.Context, args keybrake.ReserveArgs, op string
 	if res.Guard != nil && res.Guard.Suspended {
 		s.notifyKey(in.KeyID)
 	}
+	if s.probeMisses.Load() {
+		s.probeMisses.Store(false)
+		s.prepareProbes()
+	}
 	if res.Replay || res.OverCap != nil || res.Guard != nil {
 		return res, nil
 	}

@@ -49,8 +49,10 @@ type Store struct {
 	wstmts map[string]*sql.Stmt // on the writer, used through Tx.StmtContext
 	rstmts map[string]*sql.Stmt // on the readers
 
-	zones     sync.Map     // key ID -> timezone seen by the last Reserve; only a hint
-	nextPrune atomic.Int64 // Unix second of the next guard counter prune
+	zones       sync.Map     // key ID -> timezone seen by the last Reserve; only a hint
+	probes      sync.Map     // guard probe text -> *sql.Stmt on the writer, nil until prepared (guards.go)
+	probeMisses atomic.Bool  // a probe ran unprepared
+	nextPrune   atomic.Int64 // Unix second of the next guard counter prune
 
 	path string // the database file, naming the watchers of its keys
 
@@ -148,7 +150,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 func (s *Store) prepare(ctx context.Context) error {
 	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
 	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID, qChainHead, qMoveHead,
-		qInsertCounted, qDuplicate, qCounterSum, qRepeats} {
+		qInsertCounted} {
 		st, err := s.writer.PrepareContext(ctx, q)
 		if err != nil {
 			return err
