@@ -54,19 +54,15 @@ const (
 // WindowSliding and WindowFixed), on the whole key or per customer (or
 // payment method), counting the operations named (every operation when
 // empty). A request Stripe refused before processing it (released, not a
-// decline) does not count; a replay is not counted again. With
-// IncludeReads, a per-key limit counts every request the key makes that
-// keybrake forwards, reads included ("60 requests a minute"); a limit
-// naming read operations counts those reads. Reads never count per
-// customer: they name none.
+// decline) does not count; a replay is not counted again. Reads are not
+// counted: a limit naming only read operations never refuses.
 type VelocityLimit struct {
 	Name          string   `json:"name"`
 	Per           string   `json:"per"`
 	Operations    []string `json:"operations,omitempty"`
 	Limit         int      `json:"limit"`
 	WindowSeconds int64    `json:"window_seconds"`
-	WindowKind    string   `json:"window_kind,omitempty"`   // WindowSliding (default) or WindowFixed
-	IncludeReads  bool     `json:"include_reads,omitempty"` // per key only: count reads too
+	WindowKind    string   `json:"window_kind,omitempty"` // WindowSliding (default) or WindowFixed
 }
 
 // Applies reports whether the limit counts operation op.
@@ -181,8 +177,6 @@ func (g *Guards) Validate() error {
 			return ErrorParam(p+".window_seconds", "%s.window_seconds must be between 1 and %d.", p, 400*86400)
 		case v.WindowKind != "" && v.WindowKind != WindowSliding && v.WindowKind != WindowFixed:
 			return ErrorParam(p+".window_kind", "%s.window_kind must be %q (the default) or %q.", p, WindowSliding, WindowFixed)
-		case v.IncludeReads && v.Per != PerKey:
-			return ErrorParam(p+".include_reads", "%s.include_reads needs per %q: reads name no customer.", p, PerKey)
 		case len(v.Operations) > 50:
 			return ErrorParam(p+".operations", "%s.operations: at most 50.", p)
 		}

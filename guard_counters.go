@@ -74,9 +74,6 @@ func (v VelocityLimit) Scope(customer string) string {
 	b.WriteString("v:")
 	b.WriteString(v.Kind()[:1])
 	b.WriteString(strconv.FormatInt(v.WindowSeconds, 10))
-	if v.IncludeReads {
-		b.WriteString("r")
-	}
 	b.WriteString(":")
 	b.WriteString(strings.Join(ops, ","))
 	if v.Per == PerCustomer {

@@ -30,7 +30,7 @@ func runKeys(ctx context.Context, args []string, env Env) error {
   keybrake keys list [--limit N] [--starting-after vk_…]
   keybrake keys show vk_…
   keybrake keys update vk_… '{"daily_usd_cap":100}'
-  keybrake keys update vk_… --guards '{"velocity":[{"name":"per_minute","per":"key","limit":60,"window_seconds":60,"include_reads":true}]}'
+  keybrake keys update vk_… --guards '{"velocity":[{"name":"per_minute","per":"key","limit":60,"window_seconds":60}]}'
   keybrake keys update vk_… --guards @guards.json   (--guards '{}' removes every guard)
   keybrake keys revoke vk_…
   keybrake keys rotate vk_… [--grace-period 24h]   (prints the new vault key once)

@@ -73,7 +73,6 @@ CREATE TRIGGER reservations_guard_update AFTER UPDATE OF state, micros, counted,
 CREATE FUNCTION keybrake_velocity_scope(v jsonb, p_customer text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
 	SELECT 'v:' || left(coalesce(nullif(v->>'window_kind', ''), 'sliding'), 1) || (v->>'window_seconds')
-		|| CASE WHEN coalesce((v->>'include_reads')::boolean, false) THEN 'r' ELSE '' END
 		|| ':' || coalesce((SELECT string_agg(o, ',' ORDER BY o COLLATE "C") FROM jsonb_array_elements_text(coalesce(v->'operations', '[]')) o), '')
 		|| CASE WHEN v->>'per' = 'customer' THEN ':' || p_customer ELSE '' END
 $$;

@@ -5,8 +5,7 @@
 -- number and amount of its reservations that count: every one but a
 -- request Stripe refused before processing it (released, not a 402).
 -- Velocity limits and the spend-rate rule sum a window's buckets (at most
--- 61) instead of its reservations. Requests counted without a reservation
--- (reads, for limits with include_reads) add to the same counters.
+-- 61) instead of its reservations.
 --
 -- Reservations made before this migration count in no counter: limits
 -- start counting when it runs.
