@@ -50,16 +50,19 @@ const (
 )
 
 // VelocityLimit allows at most Limit money-moving requests (reservations)
-// in any sliding window of WindowSeconds, on the whole key or per customer
-// (or payment method), counting the operations named (every operation when
+// in a window of WindowSeconds, sliding (the default) or fixed (see
+// WindowSliding and WindowFixed), on the whole key or per customer (or
+// payment method), counting the operations named (every operation when
 // empty). A request Stripe refused before processing it (released, not a
-// decline) does not count; a replay is not counted again.
+// decline) does not count; a replay is not counted again. Reads are not
+// counted: a limit naming only read operations never refuses.
 type VelocityLimit struct {
 	Name          string   `json:"name"`
 	Per           string   `json:"per"`
 	Operations    []string `json:"operations,omitempty"`
 	Limit         int      `json:"limit"`
 	WindowSeconds int64    `json:"window_seconds"`
+	WindowKind    string   `json:"window_kind,omitempty"` // WindowSliding (default) or WindowFixed
 }
 
 // Applies reports whether the limit counts operation op.
@@ -172,6 +175,10 @@ func (g *Guards) Validate() error {
 			return ErrorParam(p+".limit", "%s.limit must be between 1 and 1000000.", p)
 		case v.WindowSeconds <= 0 || v.WindowSeconds > 400*86400:
 			return ErrorParam(p+".window_seconds", "%s.window_seconds must be between 1 and %d.", p, 400*86400)
+		case v.WindowKind != "" && v.WindowKind != WindowSliding && v.WindowKind != WindowFixed:
+			return ErrorParam(p+".window_kind", "%s.window_kind must be %q (the default) or %q.", p, WindowSliding, WindowFixed)
+		case len(v.Operations) > 50:
+			return ErrorParam(p+".operations", "%s.operations: at most 50.", p)
 		}
 		names[v.Name] = true
 	}

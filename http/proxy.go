@@ -346,6 +346,10 @@ func (p *proxy) rearm(w http.ResponseWriter, r *http.Request, c *call, rsv *keyb
 		p.overCap(w, r, c, res.OverCap)
 		return false
 	}
+	if res.Guard != nil {
+		p.guardRefused(w, r, c, res.Guard)
+		return false
+	}
 	c.rsv, c.replay = res.Reservation, false
 	p.s.metrics.reserved(c, false)
 	return true

@@ -96,15 +96,43 @@ func (s *Store) rearm(ctx context.Context, tx pgx.Tx, in *keybrake.Reservation, 
 	if oc := keybrake.CheckCaps(k.Caps, spent, in.Micros, now, loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
+	// A retry Stripe runs anew is a new attempt: keybrake_guard_check
+	// decides it under the key row lock held since the SELECT above, as
+	// keybrake_reserve does, and names the counters of now it counts in.
+	var (
+		guard, rule, eid, eobj *string
+		eat, retry             *time.Time
+		glimit, gcount         *int32
+		suspended              *bool
+		counted                []byte
+	)
+	err = tx.QueryRow(ctx, `SELECT g.guard, g.rule, g.earlier_id, g.earlier_object, g.earlier_at, g.g_limit, g.g_count, g.retry_at, g.suspended, g.counted
+		FROM keys k, keybrake_guard_check(k, $2, $3, $4, $5, $6, $7, $8) g WHERE k.id = $1 AND k.guards IS NOT NULL`,
+		in.KeyID, in.Fingerprint, in.Operation, int64(in.Micros), in.Customer, in.DupKey, in.Override, now).Scan(
+		&guard, &rule, &eid, &eobj, &eat, &glimit, &gcount, &retry, &suspended, &counted)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return keybrake.ReserveResult{}, err
+	}
+	if guard != nil {
+		g := &keybrake.GuardRefusal{Guard: *guard, Rule: deref(rule), EarlierID: deref(eid), EarlierObjectID: deref(eobj),
+			Limit: int(deref(glimit)), Count: int(deref(gcount)), Suspended: deref(suspended)}
+		if eat != nil {
+			g.EarlierAt = ts(*eat)
+		}
+		if retry != nil {
+			g.RetryAt = ts(*retry)
+		}
+		return keybrake.ReserveResult{Guard: g}, nil
+	}
 	q := in.Request
 	out, err := scanReservation(tx.QueryRow(ctx, `UPDATE reservations SET state = 'reserved', micros = $2, settled_micros = 0,
 		fingerprint = $3, operation = $4, amount = $5, currency = $6, day = $7, month = $8,
 		req_method = $9, req_path = $10, req_body = $11, req_stripe_account = $12, req_stripe_version = $13,
 		object_id = '', upstream_status = 0, attempts = 0, lease_owner = '', lease_until = NULL,
-		created_at = $14, updated_at = $14
+		created_at = $14, updated_at = $14, counted = $15
 		WHERE id = $1 RETURNING `+reservationColumns,
 		id, int64(in.Micros), in.Fingerprint, in.Operation, in.Amount, in.Currency, day, month,
-		q.Method, q.Path, []byte(q.Body), q.StripeAccount, q.StripeVersion, now))
+		q.Method, q.Path, []byte(q.Body), q.StripeAccount, q.StripeVersion, now, counted))
 	if err != nil {
 		return keybrake.ReserveResult{}, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -15,115 +14,199 @@ import (
 
 var _ keybrake.GuardService = (*Store)(nil)
 
-// attempted is the condition on reservations that velocity limits and the
-// spend-rate rule count: everything but a request Stripe refused before
-// processing it (a decline, 402, was an attempt on the card).
-const attempted = `(state <> 'released' OR upstream_status = 402)`
-
 // checkGuards decides, inside the reservation's transaction tx, the guards
 // of key k on reservation in: the breaker's repeat and spend-rate rules
 // (which suspend the key, in tx), the duplicate guard, then the velocity
-// limits. It returns the first refusal, or nil to reserve.
-func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, k *keybrake.Key, in *keybrake.Reservation, now time.Time) (*keybrake.GuardRefusal, error) {
+// limits. Everything they read is read by one statement (guardProbe). It
+// returns the first refusal, or nil to reserve and the counters the
+// reservation counts in (keybrake.EncodeCounters), which the insert
+// records and the trigger reservations_guard_insert adds it to.
+func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, k *keybrake.Key, in *keybrake.Reservation, now time.Time) (*keybrake.GuardRefusal, string, error) {
 	g := k.Guards
 	if g.IsZero() {
-		return nil, nil
+		return nil, "", nil
+	}
+	p := newGuardProbe(g, in, now)
+	if p.q.Len() > 0 {
+		if err := s.runProbe(ctx, tx, p); err != nil {
+			return nil, "", wrap(err, "guards of key %s", k.ID)
+		}
 	}
 	if b := g.Breaker; b != nil {
-		rule, reason, err := s.breakerTrips(ctx, tx, k.ID, b, in, now)
-		if err != nil || rule != "" {
-			if err == nil {
-				err = s.suspendIn(ctx, tx, k.ID, reason, now)
-			}
-			return &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: rule, Suspended: true}, err
+		if rule, reason := breakerTrips(b, in, p); rule != "" {
+			return &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: rule, Suspended: true}, "", s.suspendIn(ctx, tx, k.ID, reason, now)
+		}
+	}
+	if p.dupID.Valid {
+		var (
+			obj string
+			at  int64
+		)
+		if err := tx.QueryRowContext(ctx, `SELECT object_id, created_at FROM reservations WHERE id = ?`, p.dupID.String).Scan(&obj, &at); err != nil {
+			return nil, "", wrap(err, "duplicate guard on key %s", k.ID)
+		}
+		return &keybrake.GuardRefusal{Guard: keybrake.GuardDuplicate, EarlierID: p.dupID.String, EarlierObjectID: obj, EarlierAt: fromMicros(at)}, "", nil
+	}
+	for i, v := range p.limits {
+		if p.counts[i] < int64(v.Limit) {
+			continue
+		}
+		scope, since := v.Scope(in.Customer), v.Since(now)
+		buckets, err := s.counters(ctx, tx, k.ID, scope, since)
+		if err != nil {
+			return nil, "", wrap(err, "velocity %s on key %s", v.Name, k.ID)
+		}
+		return &keybrake.GuardRefusal{Guard: keybrake.GuardVelocity, Rule: v.Name, Limit: v.Limit, Count: int(p.counts[i]),
+			RetryAt: v.RetryAt(buckets)}, "", nil
+	}
+	return nil, keybrake.EncodeCounters(keybrake.CountersFor(g, in.Operation, in.Customer, now)), nil
+}
+
+// guardProbe is the one statement that reads what a key's guards decide a
+// reservation on, built for the guards that apply to it, and its results.
+// Its text depends only on which parts are present and how many limits
+// apply, so the stores' prepared statements stay few.
+type guardProbe struct {
+	q    strings.Builder
+	args []any
+	dest []any
+
+	repeats        int64
+	recent, base   int64
+	dupID          sql.NullString
+	limits         []keybrake.VelocityLimit
+	counts         []int64
+	hasSpend, hasR bool
+}
+
+// The probe's parts; ?1 is the key.
+const (
+	// probeRepeats counts, up to a bound, the key's reservations and
+	// recorded refusals of a fingerprint since a time: index-only.
+	probeRepeats = `(SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE key_id = ?1 AND fingerprint = ? AND created_at > ? LIMIT ?)) +
+		(SELECT COUNT(*) FROM (SELECT 1 FROM guard_refusals WHERE key_id = ?1 AND fingerprint = ? AND at > ? LIMIT ?))`
+	// probeSum sums a scope's counters from a bucket on.
+	probeSum = `(SELECT COALESCE(SUM(%s), 0) FROM guard_counters WHERE key_id = ?1 AND scope = ? AND bucket >= ?)`
+	// probeDuplicate finds the newest reservation the duplicate guard
+	// matches: a probe of the partial index reservations_dup, reading a
+	// row only for a match. The planner uses a partial index only when
+	// the query implies its condition: dup_key = ? alone does not.
+	probeDuplicate = `(SELECT id FROM reservations WHERE key_id = ?1 AND dup_key = ? AND dup_key <> '' AND created_at > ? AND state <> 'released'
+		ORDER BY created_at DESC LIMIT 1)`
+)
+
+func newGuardProbe(g *keybrake.Guards, in *keybrake.Reservation, now time.Time) *guardProbe {
+	p := &guardProbe{args: []any{in.KeyID}}
+	add := func(part string, dest any, args ...any) {
+		if p.q.Len() == 0 {
+			p.q.WriteString("SELECT ")
+		} else {
+			p.q.WriteString(",\n\t")
+		}
+		p.q.WriteString(part)
+		p.args = append(p.args, args...)
+		p.dest = append(p.dest, dest)
+	}
+	if b := g.Breaker; b != nil {
+		if b.RepeatBody > 0 && in.Fingerprint != "" {
+			since := now.Add(-keybrake.Window(b.RepeatWindowSeconds)).UnixMicro()
+			p.hasR = true
+			add(probeRepeats, &p.repeats, in.Fingerprint, since, b.RepeatBody, in.Fingerprint, since, b.RepeatBody)
+		}
+		if b.SpendMultiple > 0 {
+			sp := b.Probe(now)
+			p.hasSpend = true
+			add(fmt.Sprintf(probeSum, "micros"), &p.recent, sp.Recent, sp.RecentSince)
+			add(fmt.Sprintf(probeSum, "micros"), &p.base, sp.Base, sp.BaseSince)
 		}
 	}
 	if d := g.Duplicate; d != nil && in.DupKey != "" && !(in.Override && d.AllowOverride) {
-		var (
-			id, obj string
-			at      int64
-		)
-		err := tx.QueryRowContext(ctx, `SELECT id, object_id, created_at FROM reservations
-			WHERE key_id = ? AND dup_key = ? AND created_at > ? AND state <> 'released'
-			ORDER BY created_at DESC LIMIT 1`, k.ID, in.DupKey, now.Add(-keybrake.Window(d.WindowSeconds)).UnixMicro()).Scan(&id, &obj, &at)
-		if err == nil {
-			return &keybrake.GuardRefusal{Guard: keybrake.GuardDuplicate, EarlierID: id, EarlierObjectID: obj, EarlierAt: fromMicros(at)}, nil
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return nil, wrap(err, "duplicate guard on key %s", k.ID)
-		}
+		add(probeDuplicate, &p.dupID, in.DupKey, now.Add(-keybrake.Window(d.WindowSeconds)).UnixMicro())
 	}
+	seen := map[string]bool{}
 	for _, v := range g.Velocity {
 		if !v.Applies(in.Operation) || (v.Per == keybrake.PerCustomer && in.Customer == "") {
 			continue
 		}
-		if r, err := s.velocity(ctx, tx, k.ID, v, in, now); err != nil || r != nil {
-			return r, err
+		scope := v.Scope(in.Customer)
+		if seen[scope+"\x00"+fmt.Sprint(v.Limit)] {
+			continue
 		}
+		seen[scope+"\x00"+fmt.Sprint(v.Limit)] = true
+		p.limits = append(p.limits, v)
 	}
-	return nil, nil
+	p.counts = make([]int64, len(p.limits))
+	for i, v := range p.limits {
+		add(fmt.Sprintf(probeSum, "n"), &p.counts[i], v.Scope(in.Customer), v.Since(now))
+	}
+	return p
 }
 
-// velocity counts, among the key's newest v.Limit counted reservations in
-// v's window (of the customer and operations v names), how many there are
-// and when the oldest of them leaves the window: then the limit frees up.
-func (s *Store) velocity(ctx context.Context, tx *sql.Tx, keyID string, v keybrake.VelocityLimit, in *keybrake.Reservation, now time.Time) (*keybrake.GuardRefusal, error) {
-	win := keybrake.Window(v.WindowSeconds)
-	q := `SELECT created_at FROM reservations WHERE key_id = ? AND created_at > ? AND ` + attempted
-	args := []any{keyID, now.Add(-win).UnixMicro()}
-	if v.Per == keybrake.PerCustomer {
-		q, args = q+` AND customer = ?`, append(args, in.Customer)
+// runProbe runs p in tx through a statement prepared once per text. A
+// text seen for the first time runs unprepared and is prepared after the
+// transaction (prepareProbes): preparing needs the writer's only
+// connection, which tx holds.
+func (s *Store) runProbe(ctx context.Context, tx *sql.Tx, p *guardProbe) error {
+	q := p.q.String()
+	if st, ok := s.probes.Load(q); ok && st != nil {
+		return tx.StmtContext(ctx, st.(*sql.Stmt)).QueryRowContext(ctx, p.args...).Scan(p.dest...)
 	}
-	if len(v.Operations) > 0 {
-		q += ` AND operation IN (?` + strings.Repeat(`, ?`, len(v.Operations)-1) + `)`
-		for _, op := range v.Operations {
-			args = append(args, op)
+	s.probes.LoadOrStore(q, nil)
+	s.probeMisses.Store(true)
+	return tx.QueryRowContext(ctx, q, p.args...).Scan(p.dest...)
+}
+
+// prepareProbes prepares the probe texts runProbe saw unprepared. It must
+// run outside a write transaction.
+func (s *Store) prepareProbes() {
+	s.probes.Range(func(q, st any) bool {
+		if st != nil {
+			return true
 		}
+		prepared, err := s.writer.PrepareContext(context.Background(), q.(string))
+		if err != nil {
+			return true // stays unprepared; runProbe still runs it
+		}
+		if !s.probes.CompareAndSwap(q, nil, prepared) {
+			prepared.Close()
+		}
+		return true
+	})
+}
+
+// counters reads a scope's counters from bucket since on.
+func (s *Store) counters(ctx context.Context, tx *sql.Tx, keyID, scope string, since int64) ([]keybrake.BucketCount, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT bucket, SUM(n), SUM(micros) FROM guard_counters
+		WHERE key_id = ? AND scope = ? AND bucket >= ? GROUP BY bucket HAVING SUM(n) > 0`, keyID, scope, since)
+	if err != nil {
+		return nil, err
 	}
-	q = `SELECT COUNT(*), MIN(created_at) FROM (` + q + ` ORDER BY created_at DESC LIMIT ?)`
-	args = append(args, v.Limit)
-	var (
-		n      int
-		oldest sql.NullInt64
-	)
-	if err := tx.QueryRowContext(ctx, q, args...).Scan(&n, &oldest); err != nil {
-		return nil, wrap(err, "velocity %s on key %s", v.Name, keyID)
+	defer rows.Close()
+	var bs []keybrake.BucketCount
+	for rows.Next() {
+		var b keybrake.BucketCount
+		if err := rows.Scan(&b.Bucket, &b.N, &b.Micros); err != nil {
+			return nil, err
+		}
+		bs = append(bs, b)
 	}
-	if n < v.Limit {
-		return nil, nil
-	}
-	return &keybrake.GuardRefusal{Guard: keybrake.GuardVelocity, Rule: v.Name, Limit: v.Limit, Count: n,
-		RetryAt: fromMicros(oldest.Int64).Add(win)}, nil
+	return bs, rows.Err()
 }
 
 // breakerTrips returns the breaker rule that reservation in would trip,
-// and the suspension's reason, or "" when none does.
-func (s *Store) breakerTrips(ctx context.Context, tx *sql.Tx, keyID string, b *keybrake.Breaker, in *keybrake.Reservation, now time.Time) (rule, reason string, err error) {
-	if b.RepeatBody > 0 && in.Fingerprint != "" {
-		n, err := s.repeats(ctx, tx, keyID, in.Fingerprint, now.Add(-keybrake.Window(b.RepeatWindowSeconds)))
-		if err != nil {
-			return "", "", err
-		}
-		if n+1 >= b.RepeatBody {
-			return keybrake.BreakerRepeat, fmt.Sprintf("breaker %s: the same %s request %d times within %ds under different Idempotency-Keys", keybrake.BreakerRepeat, in.Operation, n+1, b.RepeatWindowSeconds), nil
-		}
+// given what p read, and the suspension's reason, or "" when none does.
+func breakerTrips(b *keybrake.Breaker, in *keybrake.Reservation, p *guardProbe) (rule, reason string) {
+	if p.hasR && int(p.repeats)+1 >= b.RepeatBody {
+		return keybrake.BreakerRepeat, fmt.Sprintf("breaker %s: the same %s request %d times within %ds under different Idempotency-Keys", keybrake.BreakerRepeat, in.Operation, p.repeats+1, b.RepeatWindowSeconds)
 	}
-	if b.SpendMultiple > 0 {
-		w, base := keybrake.Window(b.SpendWindowSeconds), keybrake.Window(b.BaselineSeconds)
-		var recent, before int64
-		err := tx.QueryRowContext(ctx, `SELECT
-			COALESCE(SUM(CASE WHEN created_at > ?2 THEN micros END), 0),
-			COALESCE(SUM(CASE WHEN created_at <= ?2 THEN micros END), 0)
-			FROM reservations WHERE key_id = ?1 AND created_at > ?3 AND `+attempted,
-			keyID, now.Add(-w).UnixMicro(), now.Add(-base).UnixMicro()).Scan(&recent, &before)
-		if err != nil {
-			return "", "", wrap(err, "breaker on key %s", keyID)
-		}
-		if SpendRateTrips(recent+int64(in.Micros), before, b) {
+	if p.hasSpend {
+		recent := p.recent + int64(in.Micros)
+		if SpendRateTrips(recent, p.base-p.recent, b) {
 			return keybrake.BreakerSpendRate, fmt.Sprintf("breaker %s: $%s reserved in %ds, over %d times the key's rate in the %ds before",
-				keybrake.BreakerSpendRate, keybrake.Micros(recent+int64(in.Micros)), b.SpendWindowSeconds, b.SpendMultiple, b.BaselineSeconds), nil
+				keybrake.BreakerSpendRate, keybrake.Micros(recent), b.SpendWindowSeconds, b.SpendMultiple, b.BaselineSeconds)
 		}
 	}
-	return "", "", nil
+	return "", ""
 }
 
 // SpendRateTrips reports whether recent, spent in the breaker's spend
@@ -142,13 +225,12 @@ func SpendRateTrips(recent, before int64, b *keybrake.Breaker) bool {
 }
 
 // repeats counts the key's reservations and recorded refusals of
-// fingerprint since since.
-func (s *Store) repeats(ctx context.Context, tx *sql.Tx, keyID, fingerprint string, since time.Time) (int, error) {
+// fingerprint since since, each up to bound: the rule only asks whether
+// there are enough.
+func (s *Store) repeats(ctx context.Context, tx *sql.Tx, keyID, fingerprint string, since time.Time, bound int) (int, error) {
 	var n int
-	err := tx.QueryRowContext(ctx, `SELECT
-		(SELECT COUNT(*) FROM reservations WHERE key_id = ?1 AND created_at > ?3 AND fingerprint = ?2) +
-		(SELECT COUNT(*) FROM guard_refusals WHERE key_id = ?1 AND at > ?3 AND fingerprint = ?2)`,
-		keyID, fingerprint, since.UnixMicro()).Scan(&n)
+	t := since.UnixMicro()
+	err := tx.QueryRowContext(ctx, `SELECT `+probeRepeats, keyID, fingerprint, t, bound, fingerprint, t, bound).Scan(&n)
 	return n, wrap(err, "breaker on key %s", keyID)
 }
 
@@ -202,7 +284,7 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 			}
 		}
 		if reason == "" && b.RepeatBody > 0 && args.Fingerprint != "" {
-			n, err := s.repeats(ctx, tx, args.KeyID, args.Fingerprint, now.Add(-keybrake.Window(b.RepeatWindowSeconds)))
+			n, err := s.repeats(ctx, tx, args.KeyID, args.Fingerprint, now.Add(-keybrake.Window(b.RepeatWindowSeconds)), b.RepeatBody)
 			if err != nil {
 				return err
 			}
@@ -292,4 +374,33 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// qInsertCounted inserts a reservation of a guarded key with the counters
+// it counts in.
+var qInsertCounted = `INSERT INTO reservations (` + resColumns + `, counted)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// insertReservation inserts r in tx, counted in the guard counters named
+// by counted ("" for none), and now and then drops expired counters.
+func (s *Store) insertReservation(ctx context.Context, tx *sql.Tx, r *keybrake.Reservation, counted string) (sql.Result, error) {
+	if counted == "" {
+		return s.txExec(ctx, tx, qInsertReservation, reservationArgs(r)...)
+	}
+	if err := s.pruneCounters(ctx, tx, r.CreatedAt); err != nil {
+		return nil, err
+	}
+	return s.txExec(ctx, tx, qInsertCounted, append(reservationArgs(r), counted)...)
+}
+
+// pruneCounters deletes, at most once a minute, the guard counters no
+// window reads any more.
+func (s *Store) pruneCounters(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	next := s.nextPrune.Load()
+	if now.Unix() < next {
+		return nil
+	}
+	s.nextPrune.Store(now.Unix() + 60)
+	_, err := tx.ExecContext(ctx, `DELETE FROM guard_counters WHERE expires < ?`, now.Unix())
+	return wrap(err, "prune guard counters")
 }

@@ -18,7 +18,7 @@ const qRearm = `UPDATE reservations SET state = 'reserved', micros = ?2, settled
 	fingerprint = ?3, operation = ?4, amount = ?5, currency = ?6,
 	req_method = ?7, req_path = ?8, req_body = ?9, req_account = ?10, req_version = ?11,
 	object_id = '', upstream_status = 0, attempts = 0, lease_owner = '', lease_until = NULL,
-	created_at = ?12, updated_at = ?12
+	created_at = ?12, updated_at = ?12, counted = ?13
 	WHERE id = ?1 AND state = 'released'
 	RETURNING ` + resColumns
 
@@ -40,6 +40,14 @@ func (s *Store) rearm(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation,
 	if oc := overCap(st.key.Caps, st.spent, in.Micros, now, st.loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
+	// A retry Stripe runs anew is a new attempt: the breaker and the
+	// velocity limits decide it as a new reservation, and it counts in
+	// the counters of now (the trigger takes it out of none: released,
+	// it counted in none).
+	g, counted, err := s.checkGuards(ctx, tx, &st.key, in, now)
+	if err != nil || g != nil {
+		return keybrake.ReserveResult{Guard: g}, err
+	}
 	id := st.replayID.String
 	r, err := s.txExec(ctx, tx, qRearmBuckets, id, st.day, st.month)
 	if err != nil {
@@ -50,7 +58,7 @@ func (s *Store) rearm(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation,
 	}
 	q := in.Request
 	out, err := scanReservation(tx.QueryRowContext(ctx, qRearm, id, int64(in.Micros), in.Fingerprint, in.Operation, in.Amount, in.Currency,
-		q.Method, q.Path, q.Body, q.StripeAccount, q.StripeVersion, now.UnixMicro()))
+		q.Method, q.Path, q.Body, q.StripeAccount, q.StripeVersion, now.UnixMicro(), counted))
 	if err != nil {
 		return keybrake.ReserveResult{}, wrap(err, "rearm %s", id)
 	}

@@ -100,6 +100,10 @@ func (s *Store) decide(ctx context.Context, args keybrake.ReserveArgs, op string
 	if res.Guard != nil && res.Guard.Suspended {
 		s.notifyKey(in.KeyID)
 	}
+	if s.probeMisses.Load() {
+		s.probeMisses.Store(false)
+		s.prepareProbes()
+	}
 	if res.Replay || res.OverCap != nil || res.Guard != nil {
 		return res, nil
 	}
@@ -136,7 +140,8 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 	if oc := overCap(st.key.Caps, st.spent, in.Micros, now, st.loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
-	if g, err := s.checkGuards(ctx, tx, &st.key, in, now); err != nil || g != nil {
+	g, counted, err := s.checkGuards(ctx, tx, &st.key, in, now)
+	if err != nil || g != nil {
 		return keybrake.ReserveResult{Guard: g}, err
 	}
 
@@ -148,7 +153,7 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 	r.Day, r.Month = st.day, st.month
 	r.Attempts, r.LeaseOwner, r.LeaseUntil = 0, "", time.Time{}
 	r.CreatedAt, r.UpdatedAt = now, now
-	if _, err := s.txExec(ctx, tx, qInsertReservation, reservationArgs(&r)...); err != nil {
+	if _, err := s.insertReservation(ctx, tx, &r, counted); err != nil {
 		if isUnique(err) {
 			return keybrake.ReserveResult{}, keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s already exists.", r.ID)
 		}

@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -48,7 +49,10 @@ type Store struct {
 	wstmts map[string]*sql.Stmt // on the writer, used through Tx.StmtContext
 	rstmts map[string]*sql.Stmt // on the readers
 
-	zones sync.Map // key ID -> timezone seen by the last Reserve; only a hint
+	zones       sync.Map     // key ID -> timezone seen by the last Reserve; only a hint
+	probes      sync.Map     // guard probe text -> *sql.Stmt on the writer, nil until prepared (guards.go)
+	probeMisses atomic.Bool  // a probe ran unprepared
+	nextPrune   atomic.Int64 // Unix second of the next guard counter prune
 
 	path string // the database file, naming the watchers of its keys
 
@@ -147,7 +151,8 @@ func open(path string, migrations fs.FS) (*Store, error) {
 // transaction: preparing on the writer needs its only connection.
 func (s *Store) prepare(ctx context.Context) error {
 	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID, qChainHead, qMoveHead} {
+	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID, qChainHead, qMoveHead,
+		qInsertCounted} {
 		st, err := s.writer.PrepareContext(ctx, q)
 		if err != nil {
 			return err

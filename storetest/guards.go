@@ -125,7 +125,10 @@ func testGuards(t *testing.T, open opener) {
 			}
 		}
 		res := reserveGuarded(t, s, NewCharge("key_a", "a3", "cus_1", USD(9)), T0.Add(10*time.Second))
-		if g := res.Guard; g == nil || g.Rule != "three_a_day" || g.Count != 3 || !g.RetryAt.Equal(T0.Add(24*time.Hour)) {
+		// A day is counted in buckets of 24 minutes: the first charge's
+		// bucket leaves the window up to 24 minutes after a day.
+		if g := res.Guard; g == nil || g.Rule != "three_a_day" || g.Count != 3 ||
+			g.RetryAt.Before(T0.Add(24*time.Hour)) || g.RetryAt.After(T0.Add(24*time.Hour+24*time.Minute)) {
 			t.Fatalf("fourth charge of the day: %+v", res.Guard)
 		}
 		// Refunds are not charges: the per-customer limit does not count them.
@@ -139,11 +142,81 @@ func testGuards(t *testing.T, open opener) {
 			t.Fatalf("fifth in the minute refused: %+v", res.Guard)
 		}
 		res = reserveGuarded(t, s, NewCharge("key_a", "b2", "cus_3", USD(1)), T0.Add(13*time.Second))
-		if g := res.Guard; g == nil || g.Rule != "five_a_minute" || !g.RetryAt.Equal(T0.Add(time.Minute)) {
+		// A minute is counted by the second.
+		if g := res.Guard; g == nil || g.Rule != "five_a_minute" || !g.RetryAt.Equal(T0.Truncate(time.Second).Add(time.Minute)) {
 			t.Fatalf("sixth in the minute: %+v", res.Guard)
 		}
 		if res := reserveGuarded(t, s, NewCharge("key_a", "b3", "cus_3", USD(1)), T0.Add(time.Minute)); res.Guard != nil {
 			t.Fatalf("at Retry-After: %+v", res.Guard)
+		}
+	})
+
+	// Counters: a release takes the reservation out of them, a decline
+	// does not, a re-armed retry counts anew and is decided anew.
+	t.Run("VelocityCounters", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Velocity: []keybrake.VelocityLimit{
+			{Name: "two_a_minute", Per: keybrake.PerKey, Limit: 2, WindowSeconds: 60},
+		}})
+		a := reserveGuarded(t, s, NewCharge("key_a", "a", "cus_1", USD(1)), T0)
+		b := reserveGuarded(t, s, NewCharge("key_a", "b", "cus_2", USD(1)), T0)
+		if res := reserveGuarded(t, s, NewCharge("key_a", "c", "cus_3", USD(1)), T0); res.Guard == nil {
+			t.Fatalf("third in the minute passed")
+		}
+		MustSettle(t, s, keybrake.SettleArgs{ID: a.Reservation.ID, State: keybrake.StateReleased, UpstreamStatus: 400, Now: T0})
+		MustSettle(t, s, keybrake.SettleArgs{ID: b.Reservation.ID, State: keybrake.StateReleased, UpstreamStatus: 402, Now: T0})
+		if res := reserveGuarded(t, s, NewCharge("key_a", "c", "cus_3", USD(1)), T0); res.Guard != nil {
+			t.Fatalf("after a release: %+v", res.Guard)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "d", "cus_4", USD(1)), T0); res.Guard == nil {
+			t.Fatalf("a decline counts, yet a third passed")
+		}
+		// Re-arming a (released) is a new attempt: refused while full…
+		res, err := s.Rearm(ctx, keybrake.ReserveArgs{Reservation: NewCharge("key_a", "a", "cus_1", USD(1)), Now: T0.Add(time.Second)})
+		if err != nil || res.Guard == nil || res.Guard.Rule != "two_a_minute" {
+			t.Fatalf("rearm while the limit is full: %v %+v", err, res)
+		}
+		// …and once the window moved on, it passes and counts.
+		later := T0.Add(2 * time.Minute)
+		if res, err := s.Rearm(ctx, keybrake.ReserveArgs{Reservation: NewCharge("key_a", "a", "cus_1", USD(1)), Now: later}); err != nil || res.Guard != nil || res.Reservation == nil {
+			t.Fatalf("rearm later: %v %+v", err, res)
+		}
+		reserveGuarded(t, s, NewCharge("key_a", "e", "cus_5", USD(1)), later)
+		if res := reserveGuarded(t, s, NewCharge("key_a", "f", "cus_6", USD(1)), later); res.Guard == nil {
+			t.Fatalf("the re-armed retry did not count")
+		}
+	})
+
+	// A fixed window counts from its start (Unix epoch multiples) and
+	// frees up at its end; a sliding one at the bucket boundary.
+	t.Run("VelocityFixedAndBoundaries", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Velocity: []keybrake.VelocityLimit{
+			{Name: "hourly", Per: keybrake.PerKey, Limit: 2, WindowSeconds: 3600, WindowKind: keybrake.WindowFixed},
+		}})
+		hour := T0.Truncate(time.Hour)
+		end := hour.Add(time.Hour)
+		reserveGuarded(t, s, NewCharge("key_a", "a", "cus_1", USD(1)), end.Add(-2*time.Second))
+		reserveGuarded(t, s, NewCharge("key_a", "b", "cus_2", USD(1)), end.Add(-time.Second))
+		res := reserveGuarded(t, s, NewCharge("key_a", "c", "cus_3", USD(1)), end.Add(-time.Microsecond))
+		if g := res.Guard; g == nil || !g.RetryAt.Equal(end) {
+			t.Fatalf("third in the hour: %+v; want Retry-At %s", res.Guard, end)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "c", "cus_3", USD(1)), end); res.Guard != nil {
+			t.Fatalf("at the next hour: %+v", res.Guard)
+		}
+
+		s = open(t)
+		MustCreateGuardedKey(t, s, "key_b", keybrake.Caps{}, &keybrake.Guards{Velocity: []keybrake.VelocityLimit{
+			{Name: "ten_seconds", Per: keybrake.PerKey, Limit: 1, WindowSeconds: 10},
+		}})
+		at := T0.Truncate(time.Second)
+		reserveGuarded(t, s, NewCharge("key_b", "a", "cus_1", USD(1)), at.Add(999*time.Millisecond))
+		if res := reserveGuarded(t, s, NewCharge("key_b", "b", "cus_2", USD(1)), at.Add(10*time.Second-time.Microsecond)); res.Guard == nil || !res.Guard.RetryAt.Equal(at.Add(10*time.Second)) {
+			t.Fatalf("within ten seconds (by the second): %+v", res.Guard)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_b", "b", "cus_2", USD(1)), at.Add(10*time.Second)); res.Guard != nil {
+			t.Fatalf("ten seconds later: %+v", res.Guard)
 		}
 	})
 

@@ -30,6 +30,8 @@ func runKeys(ctx context.Context, args []string, env Env) error {
   keybrake keys list [--limit N] [--starting-after vk_…]
   keybrake keys show vk_…
   keybrake keys update vk_… '{"daily_usd_cap":100}'
+  keybrake keys update vk_… --guards '{"velocity":[{"name":"per_minute","per":"key","limit":60,"window_seconds":60}]}'
+  keybrake keys update vk_… --guards @guards.json   (--guards '{}' removes every guard)
   keybrake keys revoke vk_…
   keybrake keys rotate vk_… [--grace-period 24h]   (prints the new vault key once)
   keybrake keys suspend vk_…                       (resume vk_… lifts it; revoke is final)
@@ -48,6 +50,7 @@ Usage: keybrake keys [flags] <create|list|show|update|revoke|rotate|suspend|resu
 	limit := fs.Int("limit", 10, "list, events: page size, 1 to 100")
 	after := fs.String("starting-after", "", "list, events: the last id of the previous page")
 	secretReads := fs.Bool("allow-secret-reads", false, "create, update: set allow_secret_reads, letting the key expand secrets (issuing card numbers, treasury account numbers, apps secrets); --allow-secret-reads=false clears it")
+	guards := fs.String("guards", "", "create, update: the key's guards (README.md, \"Guards\"), as JSON or @file; checked here as the admin API checks them, except the field rules' CEL, which the API compiles; '{}' removes every guard")
 	grace := fs.String("grace-period", "", "rotate: how long the previous secret keeps working, e.g. 24h (default: refused at once)")
 	var err error
 	// Flags may come anywhere: keys events vk_… --limit 20.
@@ -127,6 +130,15 @@ Usage: keybrake keys [flags] <create|list|show|update|revoke|rotate|suspend|resu
 	}
 	if flagGiven(fs, "allow-secret-reads") {
 		if body, err = withField(action, body, "allow_secret_reads", *secretReads); err != nil {
+			return err
+		}
+	}
+	if flagGiven(fs, "guards") {
+		g, err := readGuards(*guards)
+		if err != nil {
+			return fmt.Errorf("keys %s: --guards: %w", action, err)
+		}
+		if body, err = withField(action, body, "guards", g); err != nil {
 			return err
 		}
 	}
