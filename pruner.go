@@ -41,12 +41,13 @@ type PruneReport struct {
 	Holds        int64 `json:"holds"`
 	Counters     int64 `json:"counters"`
 	Alerts       int64 `json:"alerts"`
+	Guards       int64 `json:"guard_counters"`
 	Batches      int   `json:"batches"`
 }
 
 // Total is every row the pass deleted.
 func (r PruneReport) Total() int64 {
-	return r.Events + r.Reservations + r.Holds + r.Counters + r.Alerts
+	return r.Events + r.Reservations + r.Holds + r.Counters + r.Alerts + r.Guards
 }
 
 // Validate returns EINVALID when the retention is shorter than MinRetention.
@@ -89,6 +90,7 @@ func (p *Pruner) Once(ctx context.Context) (PruneReport, error) {
 			return p.Store.CompactCounters(ctx, CompactArgs{DayBefore: day, MonthBefore: month, Limit: batch})
 		}},
 		{"alerts", &rep.Alerts, func() (int64, error) { return p.Store.PruneAlerts(ctx, args) }},
+		{"guard counters", &rep.Guards, func() (int64, error) { return p.Store.PruneGuardCounters(ctx, args) }},
 	}
 	for _, st := range steps {
 		for {

@@ -74,6 +74,11 @@ type RetentionService interface {
 	// link to no reservation or to a settled or released one last changed
 	// before Before. The reservation it linked to becomes prunable.
 	PruneHolds(ctx context.Context, args PruneArgs) (int64, error)
+
+	// PruneGuardCounters deletes up to Limit guard counters (velocity and
+	// spend-rate buckets) that no window reads after Now: their expiry is
+	// in the past.
+	PruneGuardCounters(ctx context.Context, args PruneArgs) (int64, error)
 }
 
 // CounterCutoffs returns the buckets before which daily and monthly

@@ -99,6 +99,16 @@ func (s *Store) PruneAlerts(ctx context.Context, args keybrake.PruneArgs) (int64
 	return n, s.wrap("prune alerts", err)
 }
 
+// PruneGuardCounters deletes up to a batch of expired guard counters.
+func (s *Store) PruneGuardCounters(ctx context.Context, args keybrake.PruneArgs) (int64, error) {
+	return s.pruneExec(ctx, "prune guard counters", `WITH batch AS MATERIALIZED (
+		SELECT key_id, scope, bucket, slot FROM guard_counters WHERE expires < $1
+		LIMIT $2 FOR UPDATE SKIP LOCKED)
+		DELETE FROM guard_counters t USING batch WHERE t.key_id = batch.key_id AND t.scope = batch.scope
+		AND t.bucket = batch.bucket AND t.slot = batch.slot AND t.expires < $1`,
+		args.Now.Unix(), pruneLimit(args.Limit))
+}
+
 // pruneExec runs one bounded DELETE in a transaction of its own.
 func (s *Store) pruneExec(ctx context.Context, what, q string, args ...any) (int64, error) {
 	tag, err := s.pool.Exec(ctx, q, args...)

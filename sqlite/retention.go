@@ -49,6 +49,12 @@ func (s *Store) PruneHolds(ctx context.Context, args keybrake.PruneArgs) (int64,
 		LIMIT ?2)`, before, pruneLimit(args.Limit))
 }
 
+// PruneGuardCounters deletes up to a batch of expired guard counters.
+func (s *Store) PruneGuardCounters(ctx context.Context, args keybrake.PruneArgs) (int64, error) {
+	return s.pruneExec(ctx, "prune guard counters", `DELETE FROM guard_counters WHERE (key_id, scope, bucket, slot) IN (
+		SELECT key_id, scope, bucket, slot FROM guard_counters WHERE expires < ?1 LIMIT ?2)`, args.Now.Unix(), pruneLimit(args.Limit))
+}
+
 // CompactCounters deletes up to a batch of closed daily and monthly
 // counters no open reservation counts in.
 func (s *Store) CompactCounters(ctx context.Context, args keybrake.CompactArgs) (int64, error) {

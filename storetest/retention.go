@@ -208,6 +208,36 @@ func testRetention(t *testing.T, open opener) {
 			t.Fatalf("attempts left = %d, %v", len(left), err)
 		}
 	})
+	t.Run("GuardCounters", func(t *testing.T) {
+		// Velocity counters expire with their window: pruned after it,
+		// and a limit's decisions are the same before and after.
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Velocity: []keybrake.VelocityLimit{
+			{Name: "two_a_minute", Per: keybrake.PerKey, Limit: 2, WindowSeconds: 60},
+		}})
+		for i := range 2 {
+			if res := reserveGuarded(t, s, NewCharge("key_a", fmt.Sprintf("g%d", i), "cus_1", USD(int64(i+1))), T0); res.Guard != nil {
+				t.Fatalf("charge %d refused: %+v", i, res.Guard)
+			}
+		}
+		inside := keybrake.PruneArgs{Before: T0, Now: T0.Add(30 * time.Second)}
+		if n, err := s.PruneGuardCounters(ctx, inside); err != nil || n != 0 {
+			t.Fatalf("PruneGuardCounters inside the window = %d, %v; want 0", n, err)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "g2", "cus_1", USD(3)), T0.Add(30*time.Second)); res.Guard == nil {
+			t.Fatal("a third charge in the minute passed after a prune inside the window")
+		}
+		later := keybrake.PruneArgs{Before: T0, Now: T0.Add(time.Hour)}
+		if n, err := s.PruneGuardCounters(ctx, later); err != nil || n == 0 {
+			t.Fatalf("PruneGuardCounters past the window = %d, %v; want some", n, err)
+		}
+		if n, err := s.PruneGuardCounters(ctx, later); err != nil || n != 0 {
+			t.Fatalf("second PruneGuardCounters = %d, %v; want 0", n, err)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "g3", "cus_1", USD(4)), T0.Add(time.Hour)); res.Guard != nil {
+			t.Fatalf("a charge an hour later refused: %+v", res.Guard)
+		}
+	})
 	t.Run("Pruner", func(t *testing.T) {
 		s := open(t)
 		MustCreateKey(t, s, NewKey("key_a"))
