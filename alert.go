@@ -7,17 +7,18 @@ import (
 
 // Alert kinds: what an AlertRule watches and what an Alert reports.
 const (
-	AlertThreshold      = "threshold"       // a window's spend reached a percentage of its cap
-	AlertExpiring       = "expiring"        // the key expires within some hours
-	AlertRefusalBurst   = "refusal_burst"   // many refusals on the key in a short time
-	AlertUncertain      = "uncertain"       // a reservation stayed uncertain too long
-	AlertAmountMismatch = "amount_mismatch" // upstream moved more than keybrake reserved
-	AlertTest           = "test"            // sent on request, to try an endpoint
+	AlertThreshold      = "threshold"         // a window's spend reached a percentage of its cap
+	AlertExpiring       = "expiring"          // the key expires within some hours
+	AlertRefusalBurst   = "refusal_burst"     // many refusals on the key in a short time
+	AlertUncertain      = "uncertain"         // a reservation stayed uncertain too long
+	AlertAmountMismatch = "amount_mismatch"   // upstream moved more than keybrake reserved
+	AlertApproval       = "approval_required" // a request waits for a person's approval
+	AlertTest           = "test"              // sent on request, to try an endpoint
 )
 
 // AlertKinds lists the kinds a rule may have, in the order the docs give them.
 func AlertKinds() []string {
-	return []string{AlertThreshold, AlertExpiring, AlertRefusalBurst, AlertUncertain, AlertAmountMismatch}
+	return []string{AlertThreshold, AlertExpiring, AlertRefusalBurst, AlertUncertain, AlertAmountMismatch, AlertApproval}
 }
 
 // AlertRule says when an alert fires. A rule with an empty KeyID is a
@@ -32,6 +33,7 @@ func AlertKinds() []string {
 //	refusal_burst:   Count refusals within Seconds
 //	uncertain:       Minutes a reservation stays uncertain
 //	amount_mismatch: none (an upstream amount above the reservation)
+//	approval_required: none (a request of the key waits for a person)
 type AlertRule struct {
 	ID        string    `json:"id"`
 	KeyID     string    `json:"key_id"`
@@ -75,9 +77,9 @@ func (r *AlertRule) Validate() error {
 		if r.Minutes < 1 || r.Minutes > 7*24*60 {
 			return ErrorParam("minutes", "minutes must be from 1 to 10080.")
 		}
-	case AlertAmountMismatch:
+	case AlertAmountMismatch, AlertApproval:
 	default:
-		return ErrorParam("kind", "kind must be one of threshold, expiring, refusal_burst, uncertain, amount_mismatch, not %q.", r.Kind)
+		return ErrorParam("kind", "kind must be one of threshold, expiring, refusal_burst, uncertain, amount_mismatch, approval_required, not %q.", r.Kind)
 	}
 	return nil
 }
@@ -94,6 +96,7 @@ func (r *AlertRule) Validate() error {
 //	refusal_burst:vk_1:60:29943000          key, seconds, burst period number
 //	uncertain:res_…:15                      reservation, minutes
 //	amount_mismatch:res_…                   reservation
+//	approval_required:apr_…                 approval
 //	test:alt_…                              the alert itself
 type Alert struct {
 	ID            string `json:"id"`
@@ -109,6 +112,9 @@ type Alert struct {
 	ReservationID string `json:"reservation_id,omitempty"`
 	Reserved      Micros `json:"reserved_usd"` // amount_mismatch: what keybrake had reserved
 	Count         int    `json:"count,omitempty"`
+	// ApprovalID is the approval an approval_required alert is about; its
+	// Spent is the request's amount in USD and Detail its operation.
+	ApprovalID string `json:"approval_id,omitempty"`
 	// EndpointID, when set, sends the alert to that endpoint only (test alerts).
 	EndpointID string `json:"endpoint_id,omitempty"`
 	Detail     string `json:"detail,omitempty"`

@@ -178,4 +178,13 @@ type ApprovalService interface {
 	// one is left as it is. Returns ENOTFOUND for an unknown ID, ECONFLICT
 	// for one not approved.
 	UseApproval(ctx context.Context, id, reservationID string, now time.Time) error
+
+	// LinkSecret returns the server-side secret named name (LinkSecretApprovals
+	// keys the approve/deny links), the same on every replica sharing the
+	// store. It is never shown or logged. Returns ENOTFOUND for an unknown
+	// name.
+	LinkSecret(ctx context.Context, name string) ([]byte, error)
 }
+
+// LinkSecretApprovals names the secret that signs approve/deny links.
+const LinkSecretApprovals = "approval_links"

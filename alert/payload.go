@@ -25,6 +25,8 @@ type Data struct {
 	KeyLabel     string     `json:"key_label"`
 	KeyExpiresAt *time.Time `json:"key_expires_at,omitempty"`
 	Message      string     `json:"message"`
+	// Approval is set on approval_required alerts.
+	Approval *ApprovalInfo `json:"approval,omitempty"`
 }
 
 // slackBody is the Slack-compatible body: incoming webhooks of Slack,
@@ -36,11 +38,20 @@ type slackBody struct {
 // Body returns the body delivered for a to an endpoint of format, with k
 // the alert's key (nil if it is gone).
 func Body(format string, a *keybrake.Alert, k *keybrake.Key) ([]byte, error) {
+	return BodyWith(format, a, k, nil)
+}
+
+// BodyWith is Body with what an approval_required alert says about its
+// approval (nil for other kinds, or when the approval is gone).
+func BodyWith(format string, a *keybrake.Alert, k *keybrake.Key, ap *ApprovalInfo) ([]byte, error) {
 	msg := Message(a, k)
+	if ap != nil {
+		msg += approvalLines(ap)
+	}
 	if format == keybrake.FormatSlack {
 		return json.Marshal(slackBody{Text: msg})
 	}
-	d := Data{Alert: a, Message: msg}
+	d := Data{Alert: a, Message: msg, Approval: ap}
 	if k != nil {
 		d.KeyLabel, d.KeyExpiresAt = k.Label, k.ExpiresAt
 	}
@@ -75,8 +86,23 @@ func Message(a *keybrake.Alert, k *keybrake.Key) string {
 	case keybrake.AlertAmountMismatch:
 		return fmt.Sprintf("keybrake: ALARM: upstream moved $%s on reservation %s of %s (%s), above the $%s reserved; counted in full.",
 			a.Spent, a.ReservationID, who, a.Detail, a.Reserved)
+	case keybrake.AlertApproval:
+		return fmt.Sprintf("keybrake: %s of $%s on %s waits for a person's approval (%s).", a.Detail, a.Spent, who, a.ApprovalID)
 	case keybrake.AlertTest:
 		return fmt.Sprintf("keybrake: test alert for %s. If you can read this, the endpoint works.", a.Detail)
 	}
 	return fmt.Sprintf("keybrake: %s alert on %s.", a.Kind, who)
+}
+
+// approvalLines adds to the message the approval's expiry and links, one a
+// line, so a chat message can be acted on.
+func approvalLines(ap *ApprovalInfo) string {
+	s := "\nExpires " + ap.ExpiresAt.UTC().Format(time.RFC3339) + "."
+	if ap.ConsoleURL != "" {
+		s += "\nReview: " + ap.ConsoleURL
+	}
+	if ap.ApproveURL != "" {
+		s += "\nApprove: " + ap.ApproveURL + "\nDeny: " + ap.DenyURL
+	}
+	return s
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,8 @@ const (
 type Store interface {
 	keybrake.AlertService
 	FindKeyByID(ctx context.Context, id string) (*keybrake.Key, error)
+	FindApprovalByID(ctx context.Context, id string) (*keybrake.Approval, error)
+	LinkSecret(ctx context.Context, name string) ([]byte, error)
 }
 
 // Sender delivers the outbox. Each Tick, in this order:
@@ -60,6 +63,12 @@ type Sender struct {
 	// "retry" for a failure that will be retried.
 	OnFired   func(a *keybrake.Alert)
 	OnAttempt func(outcome string)
+
+	// PublicURL returns the base URL people reach the admin listener at
+	// (e.g. https://keybrake.example); approval_required alerts carry the
+	// console link and signed approve/deny links under it. nil or "": the
+	// alert names the approval without links.
+	PublicURL func() string
 }
 
 // Backoff is the default retry schedule: 30 s after the first failure,
@@ -205,7 +214,11 @@ func (s *Sender) retry(d *keybrake.AlertDelivery, at time.Time) (state string, n
 // attempt POSTs d's body to its endpoint and returns the status (0 for no
 // answer), the time it took, and why it failed if it did.
 func (s *Sender) attempt(ctx context.Context, d *keybrake.AlertDelivery, k *keybrake.Key) (int, time.Duration, error) {
-	body, err := Body(d.Endpoint.Format, d.Alert, k)
+	ap, err := s.approvalInfo(ctx, d)
+	if err != nil {
+		return 0, 0, err
+	}
+	body, err := BodyWith(d.Endpoint.Format, d.Alert, k, ap)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -255,4 +268,38 @@ func (c *keyCache) get(ctx context.Context, id string) *keybrake.Key {
 	}
 	c.keys[id] = k
 	return k
+}
+
+// approvalInfo returns what d's approval_required alert says about its
+// approval, with links signed for d's endpoint; nil for other alerts or an
+// approval that is gone. A store error fails the attempt, to be retried.
+func (s *Sender) approvalInfo(ctx context.Context, d *keybrake.AlertDelivery) (*ApprovalInfo, error) {
+	a := d.Alert
+	if a.Kind != keybrake.AlertApproval || a.ApprovalID == "" {
+		return nil, nil
+	}
+	ap, err := s.Store.FindApprovalByID(ctx, a.ApprovalID)
+	if keybrake.ErrorCode(err) == keybrake.ENOTFOUND {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("find approval %s: %w", a.ApprovalID, err)
+	}
+	info := &ApprovalInfo{ID: ap.ID, KeyID: ap.KeyID, Operation: ap.Operation, Method: ap.Method, Path: ap.Path,
+		Amount: ap.Amount, Currency: ap.Currency, USD: ap.Micros, IdempotencyKey: ap.IdempotencyKey,
+		Reason: ap.Reason, ExpiresAt: ap.ExpiresAt}
+	base := ""
+	if s.PublicURL != nil {
+		base = strings.TrimRight(s.PublicURL(), "/")
+	}
+	if base == "" {
+		return info, nil
+	}
+	info.ConsoleURL = base + "/console/approvals/" + ap.ID
+	secret, err := s.Store.LinkSecret(ctx, keybrake.LinkSecretApprovals)
+	if err != nil {
+		return nil, fmt.Errorf("approval link secret: %w", err)
+	}
+	info.ApproveURL = ApprovalLink(secret, base, ap.ID, LinkApprove, d.EndpointID, ap.ExpiresAt)
+	info.DenyURL = ApprovalLink(secret, base, ap.ID, LinkDeny, d.EndpointID, ap.ExpiresAt)
+	return info, nil
 }

@@ -64,4 +64,3 @@ func validApprovalID(s string) bool {
 	rest, ok := strings.CutPrefix(s, "apr_")
 	return ok && validID("vk_"+rest)
 }
-

@@ -33,6 +33,10 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request, raw string) 
 		s.serveSelfMint(w, r)
 		return
 	}
+	if id, ok := approvalLinkPath(raw); ok { // authenticated by the link's MAC (approval_link.go)
+		s.serveApprovalLink(w, r, id)
+		return
+	}
 	r, ok := s.adminGate(w, r, r.Method != http.MethodGet && r.Method != http.MethodHead)
 	if !ok {
 		return

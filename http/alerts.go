@@ -31,6 +31,7 @@ func (s *Server) initAlerts() {
 		OnAttempt: func(outcome string) {
 			s.metrics.alertAttempt(outcome)
 		},
+		PublicURL: s.publicURL, // approval_link.go
 	}
 }
 

@@ -87,6 +87,10 @@ type Server struct {
 	AlertTimeout time.Duration
 	// AlertRetryFor is how long a failing delivery is retried; default 24 h.
 	AlertRetryFor time.Duration
+	// PublicURL is the base URL people reach the admin listener at, for the
+	// console and signed approve/deny links in approval_required alerts;
+	// default AdminURL() (approval_link.go).
+	PublicURL string
 	// KeyMetrics exports per-key spend and remaining gauges on /metrics,
 	// for at most KeyMetricsMax keys (default DefaultKeyMetricsMax).
 	KeyMetrics    bool

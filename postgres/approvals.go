@@ -158,3 +158,14 @@ func scanApproval(row pgx.Row) (*keybrake.Approval, error) {
 	a.ExpiresAt, a.CreatedAt, a.UpdatedAt = ts(a.ExpiresAt), ts(a.CreatedAt), ts(a.UpdatedAt)
 	return &a, nil
 }
+
+// LinkSecret returns a server-side secret made by migration 0018. Returns
+// ENOTFOUND for an unknown name.
+func (s *Store) LinkSecret(ctx context.Context, name string) ([]byte, error) {
+	var secret string
+	err := s.pool.QueryRow(ctx, `SELECT secret FROM link_secrets WHERE name = $1`, name).Scan(&secret)
+	if err != nil {
+		return nil, s.wrap("read link secret", notFound(err, "No such secret."))
+	}
+	return []byte(secret), nil
+}

@@ -93,11 +93,19 @@ func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time
 	if err := s.notRevoked(ctx, id); err != nil {
 		return nil, err
 	}
-	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE keys
+	// The key's descendants that are neither suspended nor revoked are
+	// suspended in the same statement, marked suspended_by it, so resuming
+	// it resumes exactly them.
+	k, err := scanKey(s.pool.QueryRow(ctx, `WITH RECURSIVE d(id) AS (
+			SELECT id FROM keys WHERE parent_id = $1
+			UNION SELECT c.id FROM keys c JOIN d ON c.parent_id = d.id),
+		children AS (UPDATE keys SET suspended_at = $2, suspended_reason = $4, suspended_by = $1, updated_at = $2
+			WHERE id IN (SELECT id FROM d) AND suspended_at IS NULL AND revoked_at IS NULL)
+		UPDATE keys
 		SET suspended_reason = CASE WHEN suspended_at IS NULL THEN $3 ELSE suspended_reason END,
 		    updated_at = CASE WHEN suspended_at IS NULL THEN $2 ELSE updated_at END,
 		    suspended_at = COALESCE(suspended_at, $2)
-		WHERE id = $1 RETURNING `+keyColumns, id, ts(now), reason))
+		WHERE id = $1 RETURNING `+keyColumns, id, ts(now), reason, "parent "+id+" suspended: "+reason))
 	if err != nil {
 		return nil, s.wrap("suspend key "+id, notFound(err, "No such key: %s.", id))
 	}
@@ -110,9 +118,13 @@ func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybr
 	if err := s.notRevoked(ctx, id); err != nil {
 		return nil, err
 	}
-	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE keys
+	// Resuming it resumes the descendants its suspension suspended.
+	k, err := scanKey(s.pool.QueryRow(ctx, `WITH children AS (
+			UPDATE keys SET suspended_at = NULL, suspended_reason = '', suspended_by = '', updated_at = $2
+			WHERE suspended_by = $1 AND suspended_at IS NOT NULL)
+		UPDATE keys
 		SET updated_at = CASE WHEN suspended_at IS NULL THEN updated_at ELSE $2 END,
-		    suspended_at = NULL, suspended_reason = ''
+		    suspended_at = NULL, suspended_reason = '', suspended_by = ''
 		WHERE id = $1 RETURNING `+keyColumns, id, ts(now)))
 	if err != nil {
 		return nil, s.wrap("resume key "+id, notFound(err, "No such key: %s.", id))

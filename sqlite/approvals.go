@@ -161,3 +161,17 @@ func scanApproval(row scanner) (*keybrake.Approval, error) {
 	a.ExpiresAt, a.CreatedAt, a.UpdatedAt = fromMicros(expires), fromMicros(created), fromMicros(updated)
 	return &a, nil
 }
+
+// LinkSecret returns a server-side secret made by migration 0014. Returns
+// ENOTFOUND for an unknown name.
+func (s *Store) LinkSecret(ctx context.Context, name string) ([]byte, error) {
+	var secret string
+	err := s.reader.QueryRowContext(ctx, `SELECT secret FROM link_secrets WHERE name = ?`, name).Scan(&secret)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, keybrake.Errorf(keybrake.ENOTFOUND, "No such secret.")
+	}
+	if err != nil {
+		return nil, wrap(err, "read link secret")
+	}
+	return []byte(secret), nil
+}

@@ -307,22 +307,36 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 	return suspended, nil
 }
 
-// SuspendKey suspends the key; suspending twice keeps the first time and
-// reason. Returns ENOTFOUND for an unknown key.
+// SuspendKey suspends the key and its descendants (suspend_cascade.go);
+// suspending twice keeps the first time and reason. Returns ENOTFOUND for
+// an unknown key.
 func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time) (*keybrake.Key, error) {
-	return s.setSuspension(ctx, id, func(tx *sql.Tx) error {
-		return s.suspendIn(context.Background(), tx, id, reason, dbTime(now))
+	var children []string
+	k, err := s.setSuspension(ctx, id, func(tx *sql.Tx) (err error) {
+		if err := s.suspendIn(context.Background(), tx, id, reason, dbTime(now)); err != nil {
+			return err
+		}
+		children, err = suspendDescendants(context.Background(), tx, id, reason, dbTime(now))
+		return err
 	})
+	s.notifyKeys(children)
+	return k, err
 }
 
 // ResumeKey clears the key's suspension. Returns ENOTFOUND for an unknown
 // key.
 func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
-	return s.setSuspension(ctx, id, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(context.Background(), `UPDATE keys SET suspended_at = NULL, suspended_reason = '', updated_at = ?
-			WHERE id = ? AND suspended_at IS NOT NULL`, dbTime(now).UnixMicro(), id)
-		return wrap(err, "resume key %s", id)
+	var children []string
+	k, err := s.setSuspension(ctx, id, func(tx *sql.Tx) (err error) {
+		if _, err := tx.ExecContext(context.Background(), `UPDATE keys SET suspended_at = NULL, suspended_reason = '', suspended_by = '', updated_at = ?
+			WHERE id = ? AND suspended_at IS NOT NULL`, dbTime(now).UnixMicro(), id); err != nil {
+			return wrap(err, "resume key %s", id)
+		}
+		children, err = resumeDescendants(context.Background(), tx, id, dbTime(now))
+		return err
 	})
+	s.notifyKeys(children)
+	return k, err
 }
 
 func (s *Store) setSuspension(ctx context.Context, id string, fn func(tx *sql.Tx) error) (*keybrake.Key, error) {

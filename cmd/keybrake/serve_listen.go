@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -25,6 +26,7 @@ type ListenConfig struct {
 	MaxConns        int    // --max-conns, KEYBRAKE_MAX_CONNS
 	TrustedProxies  string // --trusted-proxies, KEYBRAKE_TRUSTED_PROXIES
 	AdminTokensFile string // --admin-tokens-file, KEYBRAKE_ADMIN_TOKENS_FILE
+	PublicURL       string // --public-url, KEYBRAKE_PUBLIC_URL
 
 	trusted []netip.Prefix
 	tokens  *khttp.AdminTokens
@@ -34,6 +36,7 @@ func (c *ListenConfig) flags(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&c.TLSCert, "tls-cert", envDefault(env, "KEYBRAKE_TLS_CERT", ""), "PEM certificate (chain) to serve TLS with on every listener; reloaded when the file changes (KEYBRAKE_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", envDefault(env, "KEYBRAKE_TLS_KEY", ""), "PEM private key of --tls-cert (KEYBRAKE_TLS_KEY)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", envDefault(env, "KEYBRAKE_ADMIN_ADDR", ""), "serve the admin API and /metrics on this address instead of --addr, e.g. 127.0.0.1:8081 (KEYBRAKE_ADMIN_ADDR)")
+	fs.StringVar(&c.PublicURL, "public-url", envDefault(env, "KEYBRAKE_PUBLIC_URL", ""), "base URL people reach the admin listener at (behind a reverse proxy), for the console and signed approval links in alerts, e.g. https://keybrake.example.com; default: the listener's own address (KEYBRAKE_PUBLIC_URL)")
 	fs.BoolVar(&c.MetricsOnProxy, "metrics-on-proxy", envDefault(env, "KEYBRAKE_METRICS_ON_PROXY", "") == "true", "also serve /metrics on --addr without a token (KEYBRAKE_METRICS_ON_PROXY)")
 	fs.IntVar(&c.MaxConns, "max-conns", envInt(env, "KEYBRAKE_MAX_CONNS", khttp.DefaultMaxConns), "open connections per listener; more wait in the accept queue (KEYBRAKE_MAX_CONNS)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", envDefault(env, "KEYBRAKE_TRUSTED_PROXIES", ""), "CIDRs of load balancers whose X-Forwarded-For names the client for the auth-failure limit, e.g. 10.0.0.0/8; from anyone else the header is ignored (KEYBRAKE_TRUSTED_PROXIES)")
@@ -52,6 +55,11 @@ func (c *ListenConfig) validate(envToken string) error {
 		}
 		if _, err := os.Stat(f.path); err != nil {
 			return fmt.Errorf("invalid %s: %v", f.flag, err)
+		}
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("invalid --public-url (KEYBRAKE_PUBLIC_URL) %q: want an absolute http(s) URL like https://keybrake.example.com", c.PublicURL)
 		}
 	}
 	if c.AdminAddr != "" {
@@ -96,6 +104,7 @@ func (c *ListenConfig) validate(envToken string) error {
 func (c *ListenConfig) apply(s *khttp.Server) error {
 	s.TLSCertFile, s.TLSKeyFile = c.TLSCert, c.TLSKey
 	s.AdminAddr, s.MetricsOnProxy = c.AdminAddr, c.MetricsOnProxy
+	s.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
 	s.MaxConns, s.TrustedProxies = c.MaxConns, c.trusted
 	s.AdminTokens = c.tokens
 	return nil
