@@ -2,6 +2,7 @@ package http
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/url"
 
 	"github.com/keybrake/keybrake/stripe"
@@ -42,3 +43,7 @@ func encode(f map[string][]string) string {
 	}
 	return v.Encode()
 }
+
+// SetAdminMiddleware wraps every request under /vault/ in m, for the
+// OpenAPI validator (openapi_test.go). Call it before Open.
+func SetAdminMiddleware(s *Server, m func(http.Handler) http.Handler) { s.adminMiddleware = m }
