@@ -2,6 +2,7 @@ package http
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/url"
 
 	"github.com/keybrake/keybrake/stripe"
@@ -60,3 +61,6 @@ func MCPSessionOpen(s *Server, sid string) bool {
 	}
 	return false
 }
+// SetAdminMiddleware wraps every request under /vault/ in m, for the
+// OpenAPI validator (openapi_test.go). Call it before Open.
+func SetAdminMiddleware(s *Server, m func(http.Handler) http.Handler) { s.adminMiddleware = m }

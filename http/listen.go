@@ -166,10 +166,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, proxy, admin bool
 		if _, ok := s.adminGate(w, r, false); ok {
 			s.metrics.handler().ServeHTTP(w, r)
 		}
-	case admin && (raw == "/vault/alerts" || strings.HasPrefix(raw, "/vault/alerts/")):
-		s.serveAlertsAdmin(w, r, raw)
 	case admin && (raw == "/vault" || strings.HasPrefix(raw, "/vault/")):
-		s.serveAdmin(w, r, raw)
+		s.serveVault(w, r, raw) // openapi.go
 	case admin && s.Console != nil && (raw == "/console" || strings.HasPrefix(raw, "/console/")):
 		s.Console.ServeHTTP(w, r)
 	case admin && s.Console != nil && raw == "/" && r.Method == http.MethodGet:

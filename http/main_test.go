@@ -80,6 +80,7 @@ func MustOpen(tb testing.TB, opts ...Option) *Env {
 	s.Simulated = true
 	s.Logger = slog.New(slog.DiscardHandler)
 	s.Rates = stripe.Rates{"eur": 1_080_000, "jpy": 6_700, "kwd": 3_250_000}
+	khttp.SetAdminMiddleware(s, ValidateAdmin(tb)) // openapi_test.go
 	for _, o := range opts {
 		o(s)
 	}

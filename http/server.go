@@ -138,6 +138,8 @@ type Server struct {
 	nextSweep time.Time
 
 	sender *alert.Sender
+
+	adminMiddleware func(http.Handler) http.Handler // wraps the admin API in tests (export_test.go)
 }
 
 // NewServer returns a Server with safe defaults.
