@@ -61,6 +61,7 @@ func MCPSessionOpen(s *Server, sid string) bool {
 	}
 	return false
 }
+
 // SetAdminMiddleware wraps every request under /vault/ in m, for the
 // OpenAPI validator (openapi_test.go). Call it before Open.
 func SetAdminMiddleware(s *Server, m func(http.Handler) http.Handler) { s.adminMiddleware = m }
