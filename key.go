@@ -68,7 +68,7 @@ type Key struct {
 	SecretPrefix string `json:"key_prefix"` // first characters, for recognising a key in logs
 
 	Caps
-	CountCaps         `json:"-"`       // daily message, call and email caps (vendor.go); not stored or enforced yet
+	CountCaps         `json:"-"`        // daily message, call and email caps (vendor.go); not stored or enforced yet
 	AllowedEndpoints  []string          `json:"allowed_endpoints"`
 	AllowedCustomers  []string          `json:"allowed_customers"`
 	AllowedAccounts   []string          `json:"allowed_accounts"`
