@@ -13,7 +13,8 @@ const (
 	WindowTotal      = "total"       // the key's whole lifetime
 )
 
-// VendorStripe is the only upstream vendor keybrake proxies today.
+// VendorStripe is the Stripe API, /stripe/v1/… and /v1/… (vendor.go
+// lists the others).
 const VendorStripe = "stripe"
 
 // VaultKeyPrefix starts every vault key handed to clients.
@@ -67,6 +68,7 @@ type Key struct {
 	SecretPrefix string `json:"key_prefix"` // first characters, for recognising a key in logs
 
 	Caps
+	CountCaps         `json:"-"`        // daily message, call and email caps (vendor.go); not stored or enforced yet
 	AllowedEndpoints  []string          `json:"allowed_endpoints"`
 	AllowedCustomers  []string          `json:"allowed_customers"`
 	AllowedAccounts   []string          `json:"allowed_accounts"`
@@ -170,6 +172,7 @@ type KeyUpdate struct {
 	Approval          *ApprovalPolicy // a zero ApprovalPolicy removes the requirement
 	SetExpiresAt      bool
 	ExpiresAt         *time.Time
+	CountCaps         *CountCaps // replaces all three daily count caps
 }
 
 // Apply changes k as upd says. Caps and the expiry are copied, so k shares
@@ -177,6 +180,9 @@ type KeyUpdate struct {
 func (k *Key) Apply(upd KeyUpdate) {
 	if upd.Label != nil {
 		k.Label = *upd.Label
+	}
+	if upd.CountCaps != nil {
+		k.CountCaps = upd.CountCaps.clone()
 	}
 	for _, c := range []struct {
 		set bool

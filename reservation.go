@@ -44,9 +44,11 @@ type Reservation struct {
 	ObjectID       string          `json:"object_id,omitempty"`
 	UpstreamStatus int             `json:"upstream_status,omitempty"`
 	Attempts       int             `json:"attempts"`
-	Customer       string          `json:"customer,omitempty"` // the customer, else the payment method, the request names: what velocity limits count per customer
-	DupKey         string          `json:"-"`                  // what the duplicate guard compares (GuardKey), "" for nothing
-	Override       bool            `json:"-"`                  // the request asks past the duplicate guard (OverrideHeader); honoured only if the key allows it
+	Customer       string          `json:"customer,omitempty"`   // the customer, else the payment method, the request names: what velocity limits count per customer
+	DupKey         string          `json:"-"`                    // what the duplicate guard compares (GuardKey), "" for nothing
+	Override       bool            `json:"-"`                    // the request asks past the duplicate guard (OverrideHeader); honoured only if the key allows it
+	CountKind      string          `json:"count_kind,omitempty"` // what the daily count caps count (CountMessages…), "" for nothing
+	Count          int64           `json:"count,omitempty"`      // how many of CountKind the request sends
 	LeaseOwner     string          `json:"-"`
 	LeaseUntil     time.Time       `json:"-"`
 	CreatedAt      time.Time       `json:"created_at"`
@@ -89,6 +91,9 @@ type ReserveResult struct {
 	// Guard is set, and nothing reserved, when one of the key's guards
 	// refuses the reservation (guard.go); the caps held.
 	Guard *GuardRefusal
+	// OverCount is set, and nothing recorded, when a daily count cap
+	// would be exceeded (vendor.go); the USD caps held.
+	OverCount *OverCount
 }
 
 // SettleArgs moves a reservation to a new state.

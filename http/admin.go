@@ -352,12 +352,13 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 	switch name {
 	case "vendor":
 		var v string
-		if err := json.Unmarshal(raw, &v); err != nil || v != keybrake.VendorStripe {
-			return keybrake.ErrorParam(name, `vendor must be "stripe", the only vendor keybrake proxies.`)
+		if err := json.Unmarshal(raw, &v); err != nil || !keybrake.KnownVendor(v) {
+			return keybrake.ErrorParam(name, `vendor must be one of %s.`, strings.Join(keybrake.Vendors(), ", "))
 		}
 		if !create {
 			return keybrake.ErrorParam(name, "vendor cannot be changed.")
 		}
+		k.Vendor = v
 	case "label":
 		v, err := decodeString(name, raw, maxLabelLen)
 		if err != nil {

@@ -15,6 +15,12 @@ func createDefaults(fields map[string]json.RawMessage, upd *keybrake.KeyUpdate) 
 	var notices []string
 	if _, ok := fields["allowed_endpoints"]; !ok {
 		d := keybrake.DefaultEndpoints()
+		var vendor string
+		if json.Unmarshal(fields["vendor"], &vendor) == nil && vendor != keybrake.VendorStripe && keybrake.KnownVendor(vendor) {
+			d = keybrake.DefaultVendorEndpoints(vendor)
+			upd.AllowedEndpoints = &d
+			return append(notices, `allowed_endpoints was not given; the key allows `+strings.Join(d, ", ")+`. Give allowed_endpoints to choose, or ["*"] for every operation.`)
+		}
 		upd.AllowedEndpoints = &d
 		notices = append(notices, `allowed_endpoints was not given; the key allows the default payments set: `+strings.Join(d, ", ")+`. Give allowed_endpoints to choose, or ["*"] for every operation.`)
 	}

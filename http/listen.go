@@ -153,6 +153,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, proxy, admin bool
 		s.proxy.serve(w, r, strings.TrimPrefix(raw, "/stripe"))
 	case proxy && strings.HasPrefix(raw, "/v1/"):
 		s.proxy.serve(w, r, raw)
+	case proxy && (strings.HasPrefix(raw, "/twilio/") || strings.HasPrefix(raw, "/resend/")):
+		s.serveVendor(w, r, raw) // vendor_route.go
 	case proxy && raw == "/mcp":
 		s.mcp.ServeHTTP(w, r)
 	case raw == "/healthz":

@@ -168,17 +168,27 @@ func (p *proxy) authenticate(r *http.Request) (*keybrake.Key, error) {
 	if !strings.HasPrefix(secret, keybrake.VaultKeyPrefix) || len(secret) > 128 {
 		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s. keybrake only accepts vault keys (vault_key_…); the real Stripe secret stays with keybrake.", redact(secret))
 	}
+	k, err := p.s.keyBySecret(r.Context(), secret)
+	if err == nil && k.Vendor != "" && k.Vendor != keybrake.VendorStripe {
+		return k, keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is for %s; it may not call stripe.", k.Vendor)
+	}
+	return k, err
+}
+
+// keyBySecret finds the key of a vault key, for every vendor's route. A
+// revoked or expired key is returned with its EUNAUTHORIZED.
+func (s *Server) keyBySecret(ctx context.Context, secret string) (*keybrake.Key, error) {
 	hash := HashSecret(secret)
-	k, err := p.s.findKey(r.Context(), hash)
+	k, err := s.findKey(ctx, hash)
 	if keybrake.ErrorCode(err) == keybrake.ENOTFOUND {
 		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s.", redact(secret))
 	} else if err != nil {
 		return nil, storeError(err)
 	}
-	if err := k.AcceptsSecret(hash, p.s.Now()); err != nil {
+	if err := k.AcceptsSecret(hash, s.Now()); err != nil {
 		return k, err
 	}
-	if err := k.Usable(p.s.Now()); err != nil {
+	if err := k.Usable(s.Now()); err != nil {
 		return k, err
 	}
 	return k, nil

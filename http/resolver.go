@@ -65,10 +65,14 @@ func (s *Server) Resolve(ctx context.Context) (int, error) {
 			done++
 		}
 	}
+	s.settleVendorPrices(ctx) // vendor_resolve.go: Twilio prices reported since
 	return done, nil
 }
 
 func (s *Server) resolveOne(ctx context.Context, rsv *keybrake.Reservation) (bool, error) {
+	if p, ok := s.vendorFor(rsv); ok {
+		return s.resolveVendor(ctx, p, rsv) // vendor_resolve.go
+	}
 	if s.Now().Sub(rsv.CreatedAt) > idempotencyWindow-time.Hour {
 		return s.resolveBySearch(ctx, rsv)
 	}

@@ -48,6 +48,10 @@ type Server struct {
 	AdminToken string
 	// Rates converts non-USD amounts to USD.
 	Rates stripe.Rates
+	// Twilio and Resend, when set, serve /twilio/… and /resend/…
+	// (vendor_twilio.go, vendor_resend.go); nil refuses those routes.
+	Twilio *TwilioConfig
+	Resend *ResendConfig
 	// Simulated marks the upstream as the built-in simulator: every response
 	// carries Keybrake-Upstream: simulator so nobody mistakes it for Stripe.
 	Simulated bool
@@ -129,6 +133,7 @@ type Server struct {
 	adminServer *http.Server
 	limiter     *authLimiter
 	proxy       *proxy
+	vendors     map[string]*vendorProxy // by route prefix, Stripe's aside (vendor_route.go)
 	mcp         *mcpServer
 	stop        chan struct{}
 	stopOnce    sync.Once
@@ -229,6 +234,7 @@ func (s *Server) init() error {
 		return fmt.Errorf("watch keys: %w", err)
 	}
 	s.proxy = newProxy(s)
+	s.openVendors()
 	if s.mcp, err = newMCPServer(s); err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}

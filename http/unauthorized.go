@@ -26,6 +26,8 @@ func (p *proxy) unauthorized(w http.ResponseWriter, r *http.Request, c *call, ke
 	switch {
 	case strings.Contains(keybrake.ErrorMessage(err), "was rotated"):
 		reason = "rotated" // a previous secret past its grace period
+	case keybrake.ErrorCode(err) == keybrake.EFORBIDDEN:
+		reason = keybrake.ErrorMessage(err) // a key of another vendor
 	case reason == "suspended":
 		reason = "suspended: " + key.SuspendedReason
 	}

@@ -34,6 +34,7 @@ type ServeConfig struct {
 	Upstream         string        // --upstream, KEYBRAKE_UPSTREAM
 	StripeSecretFile string        // --stripe-secret-file, KEYBRAKE_STRIPE_SECRET_FILE
 	StripeSecret     string        // STRIPE_SECRET_KEY (environment only: secrets stay out of ps)
+	Vendors          VendorConfig  // Twilio and Resend (serve_vendors.go)
 	AdminToken       string        // KEYBRAKE_ADMIN_TOKEN (environment only)
 	Rates            string        // --rates, KEYBRAKE_RATES: "eur=1.08,jpy=0.0067"
 	ResolveInterval  time.Duration // --resolve-interval, KEYBRAKE_RESOLVE_INTERVAL
@@ -64,12 +65,13 @@ type ServeMain struct {
 	// Transport, when set, carries upstream requests (tests cut connections).
 	Transport http.RoundTripper
 
-	Store     keybrake.Store
-	HTTP      *khttp.Server
-	Sim       *stripesim.Server
-	simServer *http.Server
-	simLn     net.Listener
-	logger    *slog.Logger
+	Store      keybrake.Store
+	HTTP       *khttp.Server
+	Sim        *stripesim.Server
+	simServer  *http.Server
+	vendorSims []*http.Server // the Twilio and Resend simulators (serve_vendors.go)
+	simLn      net.Listener
+	logger     *slog.Logger
 }
 
 // NewServeMain returns a ServeMain with the defaults.
@@ -104,7 +106,7 @@ Keybrake-Upstream: simulator response header.
 
 Environment only (secrets are kept out of the process list):
   STRIPE_SECRET_KEY      the real Stripe secret (sk_… or rk_…); unset = simulator
-  KEYBRAKE_ADMIN_TOKEN   the admin API token; unset = one is generated and printed once`, env)
+  KEYBRAKE_ADMIN_TOKEN   the admin API token; unset = one is generated and printed once`+vendorHelp, env)
 	fs.StringVar(&c.Addr, "addr", envDefault(env, "KEYBRAKE_ADDR", c.Addr), "listen address (KEYBRAKE_ADDR)")
 	fs.StringVar(&c.DB, "db", envDefault(env, "KEYBRAKE_DB", c.DB), "store: a SQLite file path, or a postgres:// DSN for several replicas (KEYBRAKE_DB)")
 	fs.StringVar(&c.Upstream, "upstream", envDefault(env, "KEYBRAKE_UPSTREAM", c.Upstream), "Stripe API base URL (KEYBRAKE_UPSTREAM)")
@@ -123,6 +125,7 @@ Environment only (secrets are kept out of the process list):
 	fs.BoolVar(&c.KeyMetrics, "metrics-keys", envDefault(env, "KEYBRAKE_METRICS_KEYS", "") == "true", "export per-key spend and remaining gauges on /metrics (KEYBRAKE_METRICS_KEYS=true)")
 	fs.IntVar(&c.KeyMetricsMax, "metrics-max-keys", envInt(env, "KEYBRAKE_METRICS_MAX_KEYS", c.KeyMetricsMax), "at most this many keys in the per-key gauges, oldest first (KEYBRAKE_METRICS_MAX_KEYS)")
 	c.Listen.flags(fs, env)
+	vendorFlags(fs, env, &c.Vendors)
 	retentionFlags(fs, env, &c.Retention, &c.RetentionEvery)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -253,6 +256,9 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		s.Upstream, _ = url.Parse(m.Config.Upstream)
 		s.UpstreamKey = m.Config.StripeSecret
 	}
+	if err := m.openVendors(s); err != nil { // serve_vendors.go: /twilio, /resend
+		return err
+	}
 	s.AdminToken = m.Config.AdminToken
 	if s.AdminToken == "" && m.Config.Listen.AdminTokensFile == "" {
 		s.AdminToken = "kbadm_" + randomHex(24)
@@ -301,6 +307,9 @@ func (m *ServeMain) Close() error {
 	}
 	if m.simServer != nil {
 		errs = append(errs, m.simServer.Close())
+	}
+	for _, sim := range m.vendorSims {
+		errs = append(errs, sim.Close())
 	}
 	if m.Sim != nil {
 		errs = append(errs, m.Sim.Close())

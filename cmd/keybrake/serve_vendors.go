@@ -1,0 +1,122 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/keybrake/keybrake"
+	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/resendsim"
+	"github.com/keybrake/keybrake/twilio"
+	"github.com/keybrake/keybrake/twiliosim"
+)
+
+// vendorHelp is serve's --help on the Twilio and Resend credentials.
+const vendorHelp = `
+  TWILIO_ACCOUNT_SID     the Twilio account (AC…) /twilio/… proxies; with
+  TWILIO_AUTH_TOKEN      its auth token, or
+  TWILIO_API_KEY         an API key (SK…) and
+  TWILIO_API_SECRET      its secret; unset = the built-in Twilio simulator
+  RESEND_API_KEY         the real Resend key (re_…); unset = the built-in Resend simulator`
+
+// VendorConfig is serve's configuration of the vendors beside Stripe.
+type VendorConfig struct {
+	TwilioUpstream string // --twilio-upstream
+	TwilioRates    string // --twilio-rates: a file in twilio.ParseRates' format
+	TwilioMaxCall  int    // --twilio-max-call-seconds
+	ResendUpstream string // --resend-upstream
+	ResendPerEmail string // --resend-per-email, USD
+	ResendPerRcpt  string // --resend-per-recipient, USD
+}
+
+func vendorFlags(fs *flag.FlagSet, env Env, c *VendorConfig) {
+	fs.StringVar(&c.TwilioUpstream, "twilio-upstream", envDefault(env, "KEYBRAKE_TWILIO_UPSTREAM", "https://api.twilio.com"), "Twilio API base URL (KEYBRAKE_TWILIO_UPSTREAM)")
+	fs.StringVar(&c.TwilioRates, "twilio-rates", envDefault(env, "KEYBRAKE_TWILIO_RATES", ""), "file of per-country Twilio rates, one country a line (\"US sms=0.0110 voice=0.0140\"); unset = an example table (KEYBRAKE_TWILIO_RATES)")
+	fs.IntVar(&c.TwilioMaxCall, "twilio-max-call-seconds", envInt(env, "KEYBRAKE_TWILIO_MAX_CALL_SECONDS", 0), "longest call a key may place; calls without TimeLimit are priced at it and get it as TimeLimit (KEYBRAKE_TWILIO_MAX_CALL_SECONDS)")
+	fs.StringVar(&c.ResendUpstream, "resend-upstream", envDefault(env, "KEYBRAKE_RESEND_UPSTREAM", "https://api.resend.com"), "Resend API base URL (KEYBRAKE_RESEND_UPSTREAM)")
+	fs.StringVar(&c.ResendPerEmail, "resend-per-email", envDefault(env, "KEYBRAKE_RESEND_PER_EMAIL", "0.001"), "USD reserved per email sent (KEYBRAKE_RESEND_PER_EMAIL)")
+	fs.StringVar(&c.ResendPerRcpt, "resend-per-recipient", envDefault(env, "KEYBRAKE_RESEND_PER_RECIPIENT", "0"), "USD reserved per recipient, added to the per-email rate (KEYBRAKE_RESEND_PER_RECIPIENT)")
+}
+
+// openVendors configures /twilio/… and /resend/… on s: with the real
+// credentials from the environment, or else with the built-in simulators
+// as upstreams, said in the log exactly like Stripe's.
+func (m *ServeMain) openVendors(s *khttp.Server) error {
+	c, env := m.Config.Vendors, m.Env
+	rates := twilio.DefaultRates()
+	if c.TwilioRates != "" {
+		b, err := os.ReadFile(c.TwilioRates)
+		if err != nil {
+			return fmt.Errorf("--twilio-rates: %w", err)
+		}
+		if rates, err = twilio.ParseRates(string(b)); err != nil {
+			return fmt.Errorf("--twilio-rates %s: %w", c.TwilioRates, err)
+		}
+	}
+	tw := &khttp.TwilioConfig{Rates: rates, MaxCallSeconds: c.TwilioMaxCall,
+		AccountSid: strings.TrimSpace(env.Getenv("TWILIO_ACCOUNT_SID")), Secret: strings.TrimSpace(env.Getenv("TWILIO_AUTH_TOKEN"))}
+	if k := strings.TrimSpace(env.Getenv("TWILIO_API_KEY")); k != "" {
+		tw.APIKeySid, tw.Secret = k, strings.TrimSpace(env.Getenv("TWILIO_API_SECRET"))
+	}
+	switch {
+	case tw.AccountSid == "" && tw.Secret == "" && tw.APIKeySid == "":
+		sim := twiliosim.New(twiliosim.Options{Now: m.Now, Logger: m.logger.With("component", "twiliosim")})
+		u, err := m.serveSim(sim)
+		if err != nil {
+			return err
+		}
+		tw.Upstream, tw.AccountSid, tw.Secret = u, sim.AccountSid(), twiliosim.DefaultAuthToken
+		m.logger.Warn("NO TWILIO CREDENTIALS CONFIGURED: /twilio is served by keybrake's built-in Twilio SIMULATOR; nothing is sent. Set TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN (or TWILIO_API_KEY and TWILIO_API_SECRET).", "simulator", u.String(), "account_sid", tw.AccountSid)
+	case !twilio.IsAccountSid(tw.AccountSid) || tw.Secret == "" || (tw.APIKeySid != "" && !twilio.IsAPIKeySid(tw.APIKeySid)):
+		return fmt.Errorf("invalid Twilio credentials: set TWILIO_ACCOUNT_SID (AC…) and TWILIO_AUTH_TOKEN, or TWILIO_ACCOUNT_SID with TWILIO_API_KEY (SK…) and TWILIO_API_SECRET")
+	default:
+		u, err := url.Parse(c.TwilioUpstream)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("invalid --twilio-upstream %q: want an http(s) URL", c.TwilioUpstream)
+		}
+		tw.Upstream = u
+	}
+	s.Twilio = tw
+
+	var rs khttp.ResendConfig
+	var err error
+	if rs.Pricer.PerEmail, err = keybrake.ParseUSD(c.ResendPerEmail); err != nil {
+		return fmt.Errorf("invalid --resend-per-email %q: %w", c.ResendPerEmail, err)
+	}
+	if rs.Pricer.PerRecipient, err = keybrake.ParseUSD(c.ResendPerRcpt); err != nil {
+		return fmt.Errorf("invalid --resend-per-recipient %q: %w", c.ResendPerRcpt, err)
+	}
+	if rs.APIKey = strings.TrimSpace(env.Getenv("RESEND_API_KEY")); rs.APIKey == "" {
+		u, err := m.serveSim(resendsim.New(resendsim.Options{Now: m.Now, Logger: m.logger.With("component", "resendsim")}))
+		if err != nil {
+			return err
+		}
+		rs.Upstream, rs.APIKey = u, resendsim.DefaultAPIKey
+		m.logger.Warn("NO RESEND API KEY CONFIGURED: /resend is served by keybrake's built-in Resend SIMULATOR; no email is sent. Set RESEND_API_KEY.", "simulator", u.String())
+	} else if strings.HasPrefix(rs.APIKey, keybrake.VaultKeyPrefix) {
+		return fmt.Errorf("invalid RESEND_API_KEY: a vault key cannot be the upstream key")
+	} else if rs.Upstream, err = url.Parse(c.ResendUpstream); err != nil || rs.Upstream.Host == "" {
+		return fmt.Errorf("invalid --resend-upstream %q: want an http(s) URL", c.ResendUpstream)
+	}
+	s.Resend = &rs
+	return nil
+}
+
+// serveSim serves a simulator on a loopback port of its own, reached over
+// real HTTP like the vendor.
+func (m *ServeMain) serveSim(h http.Handler) (*url.URL, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("start a simulator: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	m.vendorSims = append(m.vendorSims, srv)
+	go srv.Serve(ln)
+	return url.Parse("http://" + ln.Addr().String())
+}

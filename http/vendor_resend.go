@@ -1,0 +1,195 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/resend"
+)
+
+// ResendConfig configures /resend/…. The route refuses every request while
+// Server.Resend is nil.
+type ResendConfig struct {
+	// Upstream is Resend's API base URL, https://api.resend.com, or a
+	// simulator's.
+	Upstream *url.URL
+	// APIKey is the real re_… key.
+	APIKey string
+	// Pricer holds the operator's rates: per email and per recipient.
+	Pricer resend.Pricer
+}
+
+// resendVendor is Resend's email API behind /resend/… (docs/vendors.md).
+type resendVendor struct{ cfg ResendConfig }
+
+// resendRequest is a parsed Resend request.
+type resendRequest struct {
+	op     resend.Operation
+	emails []*resend.Email // emails.send and emails.batch
+}
+
+var _ Vendor = (*resendVendor)(nil)
+
+// Name returns "resend".
+func (v *resendVendor) Name() string { return keybrake.VendorResend }
+
+// Authenticate reads Authorization: Bearer <vault key>, as Resend's SDKs
+// send the API key.
+func (v *resendVendor) Authenticate(r *http.Request) (string, error) {
+	token, err := resend.ParseAuth(r.Header.Get("Authorization"))
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(token, keybrake.VaultKeyPrefix) || len(token) > 128 {
+		return "", keybrake.Errorf(keybrake.EUNAUTHORIZED, "API key is invalid: keybrake only accepts vault keys (vault_key_…); the real Resend key stays with keybrake.")
+	}
+	return token, nil
+}
+
+// Parse names the operation and reads its JSON body strictly; a send or a
+// batch keeps its emails for pricing.
+func (v *resendVendor) Parse(a ParseArgs) (*VendorRequest, error) {
+	op, err := resend.ParseOperation(a.Method, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	idem, err := resend.ParseIdempotencyKey(a.Header.Values("Idempotency-Key"))
+	if err != nil {
+		return nil, err
+	}
+	req := &VendorRequest{Operation: op.Name, Path: op.Path, Class: resendClass(op.Class), IdempotencyKey: idem}
+	rr := &resendRequest{op: op}
+	switch op.Name {
+	case "emails.send":
+		var e *resend.Email
+		if e, err = resend.ParseEmail(a.Body); err == nil {
+			rr.emails = []*resend.Email{e}
+		}
+	case "emails.batch":
+		rr.emails, err = resend.ParseBatch(a.Body)
+	case "emails.update":
+		_, err = resend.ParseUpdate(a.Body, op.ID)
+	case "emails.cancel":
+		if len(bytes.TrimSpace(a.Body)) > 0 && !bytes.Equal(bytes.TrimSpace(a.Body), []byte("{}")) {
+			err = keybrake.Errorf(keybrake.EINVALID, "emails.cancel takes no body.")
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.Method == http.MethodGet {
+		req.RawQuery = a.Query.Encode()
+	} else {
+		if len(a.Query) > 0 {
+			return nil, keybrake.Errorf(keybrake.EINVALID, "Parameters must be in the JSON body, not the query string.")
+		}
+		req.Body = a.Body
+	}
+	req.Parsed = rr
+	return req, nil
+}
+
+func resendClass(c resend.Class) Class {
+	switch c {
+	case resend.ClassRead:
+		return ClassRead
+	case resend.ClassWrite:
+		return ClassWrite
+	case resend.ClassPriced:
+		return ClassPriced
+	}
+	return ClassUnpriced
+}
+
+// Decide has nothing to add yet: Resend scope (senders, recipient domains;
+// resend.Policy) is not stored on keys.
+func (v *resendVendor) Decide(k *keybrake.Key, req *VendorRequest) error { return nil }
+
+// Price prices every email of a send or a batch; a batch is reserved
+// whole.
+func (v *resendVendor) Price(k *keybrake.Key, req *VendorRequest) (VendorCost, error) {
+	rr := req.Parsed.(*resendRequest)
+	cost, err := v.cfg.Pricer.Price(rr.emails)
+	if err != nil {
+		return VendorCost{}, err
+	}
+	return VendorCost{Micros: cost.Micros, CountKind: keybrake.CountEmails, Count: int64(cost.Emails),
+		Detail: fmt.Sprintf("%d emails, %d recipients", cost.Emails, cost.Recipients)}, nil
+}
+
+// Prepare authenticates with the real key and passes the Idempotency-Key
+// (the client's, or keybrake's own) so that a lost answer can be replayed.
+func (v *resendVendor) Prepare(out *http.Request, req *VendorRequest) {
+	out.Header.Set("Authorization", resend.BearerAuth(v.cfg.APIKey))
+	if out.Method != http.MethodGet {
+		out.Header.Set("Content-Type", "application/json")
+	}
+	if req.IdempotencyKey != "" {
+		out.Header.Set("Idempotency-Key", req.IdempotencyKey)
+	}
+}
+
+// Settle settles a send or a batch at its reserved amount: Resend bills
+// every email it accepted. A scheduled email is settled too (it is sent
+// later without passing keybrake); canceling it does not release it.
+func (v *resendVendor) Settle(req *VendorRequest, body []byte) VendorOutcome {
+	var one struct {
+		ID   string `json:"id"`
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(body, &one)
+	id := one.ID
+	if id == "" && len(one.Data) > 0 {
+		id = one.Data[0].ID
+	}
+	return VendorOutcome{Final: true, State: keybrake.StateSettled, AtReserved: true, ObjectID: id, Reason: "settled at the reserved amount"}
+}
+
+// Redact passes Resend's answers on as they are: none carries a key.
+func (v *resendVendor) Redact(req *VendorRequest, body []byte) ([]byte, bool) { return body, true }
+
+// Resolve replays a send whose answer was lost with the same
+// Idempotency-Key and body: Resend answers with the first response and
+// sends nothing again.
+func (v *resendVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, rt http.RoundTripper) (VendorOutcome, error) {
+	u := *v.cfg.Upstream
+	u.Path = strings.TrimSuffix(u.Path, "/") + strings.TrimPrefix(rsv.Request.Path, "/resend")
+	r, err := http.NewRequestWithContext(ctx, rsv.Request.Method, u.String(), strings.NewReader(rsv.Request.Body))
+	if err != nil {
+		return VendorOutcome{}, err
+	}
+	v.Prepare(r, &VendorRequest{IdempotencyKey: rsv.IdempotencyKey})
+	resp, err := rt.RoundTrip(r)
+	if err != nil {
+		return VendorOutcome{}, fmt.Errorf("replay: %s", upstreamErrorKind(err))
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	switch st := resp.StatusCode; {
+	case st >= 200 && st < 300:
+		out := v.Settle(nil, body)
+		out.Reason = "settled by idempotent replay"
+		return out, nil
+	case st == http.StatusConflict || st == http.StatusTooManyRequests || st >= 500:
+		return VendorOutcome{Reason: fmt.Sprintf("replay answered %d", st)}, nil
+	default:
+		return VendorOutcome{Final: true, State: keybrake.StateReleased, Reason: fmt.Sprintf("released: replay answered %d", st)}, nil
+	}
+}
+
+// WriteError writes err as Resend does: {"statusCode", "name", "message"}.
+func (v *resendVendor) WriteError(w http.ResponseWriter, err error) {
+	e := resend.ErrorFor(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.StatusCode)
+	w.Write(e.Body())
+}

@@ -1,0 +1,240 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/twilio"
+)
+
+// TwilioConfig configures /twilio/…. The route refuses every request while
+// Server.Twilio is nil.
+type TwilioConfig struct {
+	// Upstream is Twilio's API base URL, https://api.twilio.com, or a
+	// simulator's.
+	Upstream *url.URL
+	// AccountSid is the only account (AC…) a request path may name, and
+	// the user a client authenticates as (or APIKeySid).
+	AccountSid string
+	// APIKeySid, when set, is the API key (SK…) keybrake authenticates
+	// upstream with, Secret being its secret; when empty, Secret is the
+	// account's auth token.
+	APIKeySid string
+	Secret    string
+	// Rates prices messages and calls (twilio.ParseRates).
+	Rates twilio.Rates
+	// MaxCallSeconds prices and bounds calls without TimeLimit; see
+	// twilio.Pricer.
+	MaxCallSeconds int
+}
+
+// twilioVendor is Twilio's Programmable Messaging and Voice API behind
+// /twilio/… (docs/vendors.md).
+type twilioVendor struct {
+	cfg    TwilioConfig
+	pricer *twilio.Pricer
+}
+
+// twilioRequest is a parsed Twilio request.
+type twilioRequest struct {
+	op   twilio.Operation
+	form *twilio.Form
+}
+
+func newTwilioVendor(cfg TwilioConfig) *twilioVendor {
+	return &twilioVendor{cfg: cfg, pricer: &twilio.Pricer{Rates: cfg.Rates, MaxCallSeconds: cfg.MaxCallSeconds}}
+}
+
+var _ Vendor = (*twilioVendor)(nil)
+
+// Name returns "twilio".
+func (v *twilioVendor) Name() string { return keybrake.VendorTwilio }
+
+// Authenticate reads HTTP Basic as Twilio's SDKs send it: the configured
+// account sid (or keybrake's API key sid) as user, the vault key as
+// password, also in its alphanumeric form twilio-go needs (vaultkey…).
+func (v *twilioVendor) Authenticate(r *http.Request) (string, error) {
+	cr, err := twilio.ParseAuth(r.Header.Get("Authorization"))
+	if err != nil {
+		return "", err
+	}
+	if cr.Username != v.cfg.AccountSid && (v.cfg.APIKeySid == "" || cr.Username != v.cfg.APIKeySid) {
+		return "", keybrake.Errorf(keybrake.EUNAUTHORIZED, "Authenticate: the user must be the account sid keybrake is configured with (%s).", v.cfg.AccountSid)
+	}
+	secret, ok := twilio.VaultKey(cr.Password)
+	if !ok {
+		return "", keybrake.Errorf(keybrake.EUNAUTHORIZED, "Authenticate: keybrake only accepts vault keys as the password (vaultkey… or vault_key_…); the real auth token stays with keybrake.")
+	}
+	return secret, nil
+}
+
+// Parse names the operation, reads a POST body strictly and refuses a path
+// naming another account than the configured one.
+func (v *twilioVendor) Parse(a ParseArgs) (*VendorRequest, error) {
+	op, err := twilio.ParseOperation(a.Method, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	if op.Account != v.cfg.AccountSid {
+		return nil, keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake proxies only account %s; the path names %s.", v.cfg.AccountSid, op.Account)
+	}
+	req := &VendorRequest{Operation: op.Name, Path: op.Path}
+	form := &twilio.Form{}
+	if a.Method == http.MethodPost {
+		if len(a.Query) > 0 {
+			return nil, keybrake.Errorf(keybrake.EINVALID, "POST parameters must be in the body, not the query string.")
+		}
+		if form, err = twilio.ParseForm(string(a.Body)); err != nil {
+			return nil, err
+		}
+		req.Body = a.Body
+	} else {
+		req.RawQuery = a.Query.Encode()
+	}
+	class, reason := twilio.Classify(op, form)
+	req.Class, req.Reason = twilioClass(class), reason
+	req.Parsed = &twilioRequest{op: op, form: form}
+	return req, nil
+}
+
+func twilioClass(c twilio.Class) Class {
+	switch c {
+	case twilio.ClassRead:
+		return ClassRead
+	case twilio.ClassWrite:
+		return ClassWrite
+	case twilio.ClassPriced:
+		return ClassPriced
+	}
+	return ClassUnpriced
+}
+
+// Decide has nothing to add yet: Twilio scope (countries, prefixes,
+// senders; twilio.Policy) is not stored on keys.
+func (v *twilioVendor) Decide(k *keybrake.Key, req *VendorRequest) error { return nil }
+
+// Price prices a message (segments × the country's rate) or a call
+// (minutes × the voice rate), counting one of either. A capped key's call
+// without TimeLimit is refused unless MaxCallSeconds bounds it.
+func (v *twilioVendor) Price(k *keybrake.Key, req *VendorRequest) (VendorCost, error) {
+	tr := req.Parsed.(*twilioRequest)
+	cost, err := v.pricer.Price(tr.op, tr.form)
+	if err != nil {
+		return VendorCost{}, err
+	}
+	out := VendorCost{Micros: cost.Micros}
+	switch {
+	case cost.Messages > 0:
+		out.CountKind, out.Count = keybrake.CountMessages, int64(cost.Messages)
+		out.Detail = fmt.Sprintf("%s, %d %s segments", cost.Country, cost.Segments, cost.Encoding)
+	case cost.Calls > 0:
+		out.CountKind, out.Count = keybrake.CountCalls, int64(cost.Calls)
+		out.Detail = fmt.Sprintf("%s, %d minutes", cost.Country, cost.Minutes)
+		if !tr.form.Has("TimeLimit") && v.cfg.MaxCallSeconds <= 0 && (k.Caps.Any() || k.DailyCalls != nil) {
+			return VendorCost{}, twilio.ErrTimeLimitRequired()
+		}
+	}
+	if cost.AddTimeLimit {
+		out.Forward = append(append([]byte{}, req.Body...), []byte("&TimeLimit="+strconv.Itoa(cost.TimeLimit))...)
+	}
+	return out, nil
+}
+
+// Prepare authenticates with the real credential.
+func (v *twilioVendor) Prepare(out *http.Request, req *VendorRequest) {
+	user := v.cfg.AccountSid
+	if v.cfg.APIKeySid != "" {
+		user = v.cfg.APIKeySid
+	}
+	out.Header.Set("Authorization", twilio.BasicAuth(user, v.cfg.Secret))
+	if len(req.Body) > 0 || out.Method == http.MethodPost {
+		out.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+}
+
+// twilioResource is the part of a message or call keybrake settles from.
+type twilioResource struct {
+	Sid       string  `json:"sid"`
+	Status    string  `json:"status"`
+	Price     *string `json:"price"`
+	PriceUnit string  `json:"price_unit"`
+}
+
+// Settle settles a created message or call at Twilio's price when the
+// answer carries it; at creation it is null, so the reservation is held at
+// the reserved amount (counted in full) with the resource's sid, and the
+// resolver settles the real price once Twilio reports it.
+func (v *twilioVendor) Settle(req *VendorRequest, body []byte) VendorOutcome {
+	var res twilioResource
+	_ = json.Unmarshal(body, &res)
+	return twilioOutcome(res)
+}
+
+func twilioOutcome(res twilioResource) VendorOutcome {
+	m, known, err := twilio.ParsePrice(res.Price, res.PriceUnit)
+	switch {
+	case err != nil:
+		return VendorOutcome{Final: true, State: keybrake.StateHeld, ObjectID: res.Sid, Reason: "held: " + keybrake.ErrorMessage(err) + "; an operator must settle it"}
+	case !known:
+		return VendorOutcome{Final: true, State: keybrake.StateHeld, ObjectID: res.Sid, Reason: "held at the reserved amount until Twilio reports the price"}
+	}
+	return VendorOutcome{Final: true, State: keybrake.StateSettled, Micros: m, ObjectID: res.Sid, Reason: "settled at Twilio's price"}
+}
+
+// Redact removes the auth token from accounts.fetch.
+func (v *twilioVendor) Redact(req *VendorRequest, body []byte) ([]byte, bool) {
+	return twilio.Redact(req.Parsed.(*twilioRequest).op, body)
+}
+
+// Resolve fetches a held message or call by its sid and settles Twilio's
+// price once reported. A create whose answer was lost has no sid, and
+// Twilio has no idempotency key: it stays uncertain, counted at the
+// reserved amount (which the operator's rates keep at or above Twilio's
+// price), for an operator to reconcile.
+func (v *twilioVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, rt http.RoundTripper) (VendorOutcome, error) {
+	if rsv.ObjectID == "" {
+		return VendorOutcome{Reason: "Twilio has no idempotency: a create whose answer was lost stays counted until an operator reconciles it"}, nil
+	}
+	coll := strings.TrimSuffix(strings.TrimPrefix(rsv.Request.Path, "/twilio"), ".json")
+	u := *v.cfg.Upstream
+	u.Path = strings.TrimSuffix(u.Path, "/") + coll + "/" + rsv.ObjectID + ".json"
+	r, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return VendorOutcome{}, err
+	}
+	v.Prepare(r, &VendorRequest{})
+	resp, err := rt.RoundTrip(r)
+	if err != nil {
+		return VendorOutcome{}, fmt.Errorf("fetch %s: %s", rsv.ObjectID, upstreamErrorKind(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return VendorOutcome{Reason: fmt.Sprintf("fetch %s answered %d", rsv.ObjectID, resp.StatusCode)}, nil
+	}
+	var res twilioResource
+	if err := json.Unmarshal(body, &res); err != nil {
+		return VendorOutcome{Reason: "unreadable answer"}, nil
+	}
+	out := twilioOutcome(res)
+	if out.State != keybrake.StateSettled {
+		return VendorOutcome{Reason: "price not reported yet"}, nil
+	}
+	return out, nil
+}
+
+// WriteError writes err as Twilio does: {"code", "message", "more_info",
+// "status"}.
+func (v *twilioVendor) WriteError(w http.ResponseWriter, err error) {
+	e := twilio.ErrorFor(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	w.Write(e.Body())
+}
