@@ -302,10 +302,15 @@ func TestWatchAlertsAndSuspends(t *testing.T) {
 				t.Fatalf("unseen alert: %+v", d)
 			}
 
-			// The key refuses its next charge on the other replica.
-			k, err := storeB.FindKeyByID(ctx, keyID)
-			if err != nil || k.SuspendedAt == nil || k.SuspendedReason != "drift: amount "+tagged.ID {
-				t.Fatalf("key after drift: %+v, %v", k, err)
+			// The sender may deliver before the watch suspends: wait for it,
+			// then the key refuses its next charge on the other replica.
+			var k *keybrake.Key
+			kbtest.Eventually(t, "the key suspended", func() bool {
+				k, err = storeB.FindKeyByID(ctx, keyID)
+				return err == nil && k.SuspendedAt != nil
+			})
+			if k.SuspendedReason != "drift: amount "+tagged.ID {
+				t.Fatalf("suspended for %q", k.SuspendedReason)
 			}
 			_, err = via.V1Charges.Create(ctx, charge(100))
 			var serr *stripego.Error
