@@ -13,12 +13,13 @@ const (
 	AlertUncertain      = "uncertain"         // a reservation stayed uncertain too long
 	AlertAmountMismatch = "amount_mismatch"   // upstream moved more than keybrake reserved
 	AlertApproval       = "approval_required" // a request waits for a person's approval
+	AlertDrift          = "drift"             // the drift watch found money moved differently upstream (drift/)
 	AlertTest           = "test"              // sent on request, to try an endpoint
 )
 
 // AlertKinds lists the kinds a rule may have, in the order the docs give them.
 func AlertKinds() []string {
-	return []string{AlertThreshold, AlertExpiring, AlertRefusalBurst, AlertUncertain, AlertAmountMismatch, AlertApproval}
+	return []string{AlertThreshold, AlertExpiring, AlertRefusalBurst, AlertUncertain, AlertAmountMismatch, AlertApproval, AlertDrift}
 }
 
 // AlertRule says when an alert fires. A rule with an empty KeyID is a
@@ -34,6 +35,8 @@ func AlertKinds() []string {
 //	uncertain:       Minutes a reservation stays uncertain
 //	amount_mismatch: none (an upstream amount above the reservation)
 //	approval_required: none (a request of the key waits for a person)
+//	drift:           none (the drift watch audited a finding of the key; the
+//	                 default rule also covers findings that name no key)
 type AlertRule struct {
 	ID        string    `json:"id"`
 	KeyID     string    `json:"key_id"`
@@ -77,9 +80,9 @@ func (r *AlertRule) Validate() error {
 		if r.Minutes < 1 || r.Minutes > 7*24*60 {
 			return ErrorParam("minutes", "minutes must be from 1 to 10080.")
 		}
-	case AlertAmountMismatch, AlertApproval:
+	case AlertAmountMismatch, AlertApproval, AlertDrift:
 	default:
-		return ErrorParam("kind", "kind must be one of threshold, expiring, refusal_burst, uncertain, amount_mismatch, approval_required, not %q.", r.Kind)
+		return ErrorParam("kind", "kind must be one of threshold, expiring, refusal_burst, uncertain, amount_mismatch, approval_required, drift, not %q.", r.Kind)
 	}
 	return nil
 }
@@ -97,6 +100,7 @@ func (r *AlertRule) Validate() error {
 //	uncertain:res_…:15                      reservation, minutes
 //	amount_mismatch:res_…                   reservation
 //	approval_required:apr_…                 approval
+//	drift:amount:ch_…                       finding, upstream object (or reservation for missing)
 //	test:alt_…                              the alert itself
 type Alert struct {
 	ID            string `json:"id"`
@@ -115,6 +119,18 @@ type Alert struct {
 	// ApprovalID is the approval an approval_required alert is about; its
 	// Spent is the request's amount in USD and Detail its operation.
 	ApprovalID string `json:"approval_id,omitempty"`
+	// Finding, UpstreamObject, ObjectID, Amount, Currency, ReservedAmount
+	// and ReservedCurrency describe a drift alert's finding (unseen,
+	// amount, missing): the upstream object (charges, refunds, payouts,
+	// transfers) and its id, its amount upstream and what keybrake
+	// reserved, in the currency's minor units. Detail says it in a sentence.
+	Finding          string `json:"finding,omitempty"`
+	UpstreamObject   string `json:"upstream_object,omitempty"`
+	ObjectID         string `json:"object_id,omitempty"`
+	Amount           int64  `json:"amount,omitempty"`
+	Currency         string `json:"currency,omitempty"`
+	ReservedAmount   int64  `json:"reserved_amount,omitempty"`
+	ReservedCurrency string `json:"reserved_currency,omitempty"`
 	// EndpointID, when set, sends the alert to that endpoint only (test alerts).
 	EndpointID string `json:"endpoint_id,omitempty"`
 	Detail     string `json:"detail,omitempty"`
@@ -254,7 +270,7 @@ type AlertEndpointUpdate struct {
 }
 
 // AlertService keeps alert rules, endpoints and the alert outbox. Threshold,
-// refusal-burst and amount-mismatch alerts are written by the store itself,
+// refusal-burst, amount-mismatch, approval and drift alerts are written by the store itself,
 // in the transaction of the reservation, settlement or audit event that
 // caused them; the others by ScanAlerts and EnqueueAlert.
 type AlertService interface {

@@ -88,6 +88,11 @@ func Message(a *keybrake.Alert, k *keybrake.Key) string {
 			a.Spent, a.ReservationID, who, a.Detail, a.Reserved)
 	case keybrake.AlertApproval:
 		return fmt.Sprintf("keybrake: %s of $%s on %s waits for a person's approval (%s).", a.Detail, a.Spent, who, a.ApprovalID)
+	case keybrake.AlertDrift:
+		if a.KeyID == "" {
+			who = "no key (made outside keybrake)"
+		}
+		return fmt.Sprintf("keybrake: drift (%s) on %s: %s", a.Finding, who, a.Detail)
 	case keybrake.AlertTest:
 		return fmt.Sprintf("keybrake: test alert for %s. If you can read this, the endpoint works.", a.Detail)
 	}

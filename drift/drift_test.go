@@ -2,6 +2,8 @@ package drift_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 	"github.com/keybrake/keybrake/drift"
 	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/internal/kbtest"
+	"github.com/keybrake/keybrake/postgres"
 	"github.com/keybrake/keybrake/storetest"
 	"github.com/keybrake/keybrake/stripesim"
 	stripego "github.com/stripe/stripe-go/v82"
@@ -188,4 +191,160 @@ func TestWatch(t *testing.T) {
 	if !strings.Contains(string(body), `keybrake_drift_total{kind="unseen",object="charges"} 1`) {
 		t.Fatalf("metrics lack the drift count:\n%s", body)
 	}
+}
+
+// TestWatchAlertsAndSuspends runs the watch of keybrake serve with
+// --drift-suspend on two replicas sharing a store: a charge made directly
+// on the simulator, outside keybrake, carrying the tag of a key's
+// reservation at another amount raises one drift alert, delivered signed to
+// a webhook, and suspends the key, which the other replica then refuses.
+// A charge with no tag alerts too and suspends nothing.
+func TestWatchAlertsAndSuspends(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T) (a, b keybrake.Store)
+	}{
+		{"SQLite", func(t *testing.T) (keybrake.Store, keybrake.Store) {
+			s := kbtest.SQLite(t, "keybrake.db")
+			return s, s
+		}},
+		{"PostgreSQL", func(t *testing.T) (keybrake.Store, keybrake.Store) {
+			dsn := kbtest.PostgresSchema(t, kbtest.PostgresServerDSN(t))
+			a, err := postgres.Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { a.Close() })
+			b, err := postgres.Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			return a, b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			storeA, storeB := tc.store(t)
+			_, simURL := kbtest.Simulator(t, stripesim.Options{})
+			// Replica B only serves; replica A also runs the watch and sends alerts.
+			b := kbtest.Proxy(t, simURL, func(s *khttp.Server) { s.Store = storeB })
+			keyID, secret := kbtest.VaultKey(t, b.URL(), `{"label":"agent","daily_usd_cap":1000,"allowed_endpoints":["*"]}`)
+			via := client(b.URL(), secret)
+			if _, err := via.V1Charges.Create(ctx, charge(500)); err != nil { // warms B's key cache
+				t.Fatalf("charge through keybrake: %v", err)
+			}
+
+			hook := kbtest.NewWebhook(t, "", time.Now)
+			req, _ := http.NewRequest("POST", b.URL()+"/vault/alerts/endpoints", strings.NewReader(`{"url":"`+hook.URL+`"}`))
+			req.Header.Set("Authorization", "Bearer "+kbtest.AdminToken)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ep struct {
+				Secret string `json:"secret"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&ep); err != nil || resp.StatusCode != http.StatusCreated {
+				t.Fatalf("create endpoint: %d, %v", resp.StatusCode, err)
+			}
+			resp.Body.Close()
+			hook.Secret = ep.Secret
+
+			// Keybrake settled 8.00 for idem_x; upstream, a charge made with
+			// the real secret carries that tag at 9.00.
+			rv := mustSettled(t, storeB, keyID, "idem_x", "", 800, time.Now())
+			direct := client(simURL, kbtest.UpstreamSecret)
+			params := charge(900)
+			params.AddMetadata(drift.MetadataKey, "idem_x")
+			tagged, err := direct.V1Charges.Create(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			untagged, err := direct.V1Charges.Create(ctx, charge(4200))
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			kbtest.Proxy(t, simURL, func(s *khttp.Server) {
+				s.Store = storeA
+				s.Drift = khttp.DriftConfig{Interval: 10 * time.Millisecond, Suspend: true}
+				s.AlertInterval = 10 * time.Millisecond
+			})
+			var events []alertEvent
+			kbtest.Eventually(t, "two drift alerts delivered", func() bool {
+				events = events[:0]
+				for id, n := range hook.Acked() {
+					var ev alertEvent
+					if err := json.Unmarshal(hook.Body(id), &ev); err != nil || n != 1 {
+						t.Fatalf("delivery %s (%d times): %s, %v", id, n, hook.Body(id), err)
+					}
+					events = append(events, ev)
+				}
+				return len(events) >= 2
+			})
+			if hook.BadSignatures() != 0 {
+				t.Fatalf("%d deliveries failed signature checks", hook.BadSignatures())
+			}
+			byObject := map[string]alertEvent{}
+			for _, ev := range events {
+				if ev.Type != "alert.drift" {
+					t.Fatalf("alert %s: %+v", ev.Type, ev)
+				}
+				byObject[ev.Data.ObjectID] = ev
+			}
+			if d := byObject[tagged.ID].Data; d.Finding != drift.KindAmount || d.KeyID != keyID || d.Amount != 900 || d.ReservedAmount != 800 ||
+				d.ReservationID != rv.ID || d.UpstreamObject != "charges" || !strings.Contains(d.Message, tagged.ID) {
+				t.Fatalf("amount alert: %+v", d)
+			}
+			if d := byObject[untagged.ID].Data; d.Finding != drift.KindUnseen || d.KeyID != "" || d.Amount != 4200 {
+				t.Fatalf("unseen alert: %+v", d)
+			}
+
+			// The sender may deliver before the watch suspends: wait for it,
+			// then the key refuses its next charge on the other replica.
+			var k *keybrake.Key
+			kbtest.Eventually(t, "the key suspended", func() bool {
+				k, err = storeB.FindKeyByID(ctx, keyID)
+				return err == nil && k.SuspendedAt != nil
+			})
+			if k.SuspendedReason != "drift: amount "+tagged.ID {
+				t.Fatalf("suspended for %q", k.SuspendedReason)
+			}
+			_, err = via.V1Charges.Create(ctx, charge(100))
+			var serr *stripego.Error
+			if !errors.As(err, &serr) || serr.HTTPStatusCode != http.StatusForbidden {
+				t.Fatalf("charge of a key suspended by drift: %v, want 403", err)
+			}
+			as, ok := storeB.(keybrake.AdminStore)
+			if !ok {
+				t.Fatal("store keeps no admin audit log")
+			}
+			aes, _, err := as.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var audited bool
+			for _, e := range aes {
+				audited = audited || (e.Actor == "drift watch" && e.Action == "key.suspend" && e.Target == keyID)
+			}
+			if !audited {
+				t.Fatalf("admin events lack the suspension: %+v", aes)
+			}
+			// Every finding alerts once however many runs see it.
+			drifts, err := storeB.FindAlerts(ctx, keybrake.AlertFilter{Kind: keybrake.AlertDrift})
+			if err != nil || len(drifts) != 2 {
+				t.Fatalf("drift alerts: %d, %v; want 2", len(drifts), err)
+			}
+		})
+	}
+}
+
+type alertEvent struct {
+	Type string `json:"type"`
+	Data struct {
+		keybrake.Alert
+		Message string `json:"message"`
+	} `json:"data"`
 }

@@ -1,9 +1,11 @@
 package http
 
 import (
+	"cmp"
 	"context"
 	"time"
 
+	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/drift"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -17,15 +19,19 @@ type DriftConfig struct {
 	Window time.Duration
 	// Accounts are connected accounts to check besides the platform.
 	Accounts []string
-	// OnDrift, when set, is called with each new finding after it is
-	// logged, audited and counted: the hook that suspends the keys
-	// involved once keys can be suspended.
+	// Suspend suspends the key of each new finding that names one
+	// (keybrake serve --drift-suspend), after the finding is audited; see
+	// suspendDrift.
+	Suspend bool
+	// OnDrift, when set, is called with each new finding as it is logged
+	// and counted, before it is audited.
 	OnDrift func(ctx context.Context, f drift.Finding)
 }
 
 // driftLoop runs the reconciler every Drift.Interval. Each finding is
-// logged, written to the audit log (decision "drift") and counted in
-// keybrake_drift_total, once per process.
+// logged, written to the audit log (decision "drift", which makes the
+// store write its drift alert) and counted in keybrake_drift_total, once
+// per process; with Drift.Suspend its key is then suspended.
 func (s *Server) driftLoop() {
 	defer s.wg.Done()
 	found := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -54,8 +60,10 @@ func (s *Server) driftLoop() {
 				continue
 			}
 			runs.WithLabelValues("ok").Inc()
+			var fresh []drift.Finding
 			err = drift.Record(ctx, s.Store, s.logger(), rep, s.Now(), seen, func(f drift.Finding) {
 				found.WithLabelValues(f.Kind, f.Object).Inc()
+				fresh = append(fresh, f)
 				if s.Drift.OnDrift != nil {
 					s.Drift.OnDrift(ctx, f)
 				}
@@ -63,7 +71,39 @@ func (s *Server) driftLoop() {
 			if err != nil {
 				s.logger().Error("drift watch could not audit its findings", "err", err)
 			}
+			if s.Drift.Suspend {
+				s.suspendDrift(ctx, fresh)
+			}
 			cancel()
+		}
+	}
+}
+
+// suspendDrift suspends the key of each finding that names one, with the
+// reason "drift: <kind> <object>", and records it in the admin audit log
+// under the actor "drift watch". The store's SuspendKey tells every
+// replica's key cache, so the key refuses its next request everywhere.
+// Findings without a key (money moved with the real secret) suspend
+// nothing: the secret is what to rotate. A key already suspended keeps
+// its first reason; a revoked key stays revoked.
+func (s *Server) suspendDrift(ctx context.Context, fs []drift.Finding) {
+	for _, f := range fs {
+		if f.KeyID == "" {
+			continue
+		}
+		reason := "drift: " + f.Kind + " " + cmp.Or(f.ObjectID, f.ReservationID)
+		k, err := s.Store.SuspendKey(ctx, f.KeyID, reason, s.Now())
+		if err != nil {
+			s.logger().Error("drift watch could not suspend a key", "key_id", f.KeyID, "reason", reason, "err", err)
+			continue
+		}
+		s.evictKey(k.ID)
+		s.logger().Warn("drift watch suspended a key", "key_id", k.ID, "reason", reason)
+		if as, ok := s.Store.(keybrake.AdminStore); ok {
+			e := &keybrake.AdminEvent{Time: s.Now().UTC().Truncate(time.Microsecond), Actor: "drift watch", Action: "key.suspend", Target: k.ID, Detail: reason}
+			if err := as.AddAdminEvent(ctx, e); err != nil {
+				s.logger().Error("admin audit event not written", "action", e.Action, "actor", e.Actor, "target", e.Target, "err", err)
+			}
 		}
 	}
 }

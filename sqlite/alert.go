@@ -17,7 +17,8 @@ const (
 	ruleColumns     = `id, key_id, kind, window_name, percent, hours, count, seconds, minutes, enabled, created_at, updated_at`
 	endpointColumns = `id, url, format, key_id, secret, enabled, created_at, updated_at`
 	alertColumns    = `a.id, a.alert_key, a.kind, a.key_id, a.window_name, a.bucket, a.percent, a.cap_micros, a.threshold_micros,
-		a.spent_micros, a.reserved_micros, a.reservation_id, a.count, a.endpoint_id, a.detail, a.created_at, a.approval_id`
+		a.spent_micros, a.reserved_micros, a.reservation_id, a.count, a.endpoint_id, a.detail, a.created_at, a.approval_id,
+		a.finding, a.upstream_object, a.object_id, a.amount, a.currency, a.reserved_amount, a.reserved_currency`
 	deliveryColumns = `d.id, d.alert_id, d.endpoint_id, d.state, d.attempts, d.next_attempt_at, d.first_attempt_at,
 		d.last_status, d.last_error, d.lease_owner, d.lease_until, d.created_at, d.updated_at`
 )
@@ -594,7 +595,8 @@ type alertRow struct {
 func (x *alertRow) dest() []any {
 	a := &x.a
 	return []any{&a.ID, &a.AlertKey, &a.Kind, &a.KeyID, &a.Window, &a.Bucket, &a.Percent, &x.capM, &x.threshold,
-		&x.spent, &x.reserved, &a.ReservationID, &a.Count, &a.EndpointID, &a.Detail, &x.at, &a.ApprovalID}
+		&x.spent, &x.reserved, &a.ReservationID, &a.Count, &a.EndpointID, &a.Detail, &x.at, &a.ApprovalID,
+		&a.Finding, &a.UpstreamObject, &a.ObjectID, &a.Amount, &a.Currency, &a.ReservedAmount, &a.ReservedCurrency}
 }
 
 func (x *alertRow) finish() *keybrake.Alert {

@@ -67,7 +67,7 @@ func testAlerts(t *testing.T, open opener) {
 			got = append(got, fmt.Sprintf("%s/%d/%d/%d/%d/%d", r.Kind, r.Percent, r.Hours, r.Count, r.Seconds, r.Minutes))
 		}
 		sort.Strings(got)
-		want := "[amount_mismatch/0/0/0/0/0 approval_required/0/0/0/0/0 expiring/0/24/0/0/0 refusal_burst/0/0/10/60/0 threshold/100/0/0/0/0 threshold/50/0/0/0/0 threshold/80/0/0/0/0 uncertain/0/0/0/0/15]"
+		want := "[amount_mismatch/0/0/0/0/0 approval_required/0/0/0/0/0 drift/0/0/0/0/0 expiring/0/24/0/0/0 refusal_burst/0/0/10/60/0 threshold/100/0/0/0/0 threshold/50/0/0/0/0 threshold/80/0/0/0/0 uncertain/0/0/0/0/15]"
 		if fmt.Sprint(got) != want {
 			t.Fatalf("default rules = %v, want %s", got, want)
 		}
@@ -339,8 +339,8 @@ func testAlerts(t *testing.T, open opener) {
 			t.Fatalf("FindAlertRules = %+v, %v", rules, err)
 		}
 		wantTime(t, "updated_at", rules[0].UpdatedAt, T0.Add(time.Second))
-		if all, _ := s.FindAlertRules(ctx, "", true); len(all) != 9 {
-			t.Fatalf("all rules = %d, want 9", len(all))
+		if all, _ := s.FindAlertRules(ctx, "", true); len(all) != 10 {
+			t.Fatalf("all rules = %d, want 10", len(all))
 		}
 		if err := s.DeleteAlertRule(ctx, r.ID); err != nil {
 			t.Fatal(err)

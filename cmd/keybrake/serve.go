@@ -46,6 +46,7 @@ type ServeConfig struct {
 	LogFormat        string        // --log-format, KEYBRAKE_LOG_FORMAT
 	DriftInterval    time.Duration // --drift-interval, KEYBRAKE_DRIFT_INTERVAL
 	DriftWindow      time.Duration // --drift-window, KEYBRAKE_DRIFT_WINDOW
+	DriftSuspend     bool          // --drift-suspend, KEYBRAKE_DRIFT_SUSPEND
 	AlertInterval    time.Duration // --alert-interval, KEYBRAKE_ALERT_INTERVAL
 	KeyMetrics       bool          // --metrics-keys, KEYBRAKE_METRICS_KEYS
 	KeyMetricsMax    int           // --metrics-max-keys, KEYBRAKE_METRICS_MAX_KEYS
@@ -121,6 +122,7 @@ Environment only (secrets are kept out of the process list):
 	fs.StringVar(&c.LogFormat, "log-format", envDefault(env, "KEYBRAKE_LOG_FORMAT", c.LogFormat), "text or json (KEYBRAKE_LOG_FORMAT)")
 	fs.DurationVar(&c.DriftInterval, "drift-interval", envDuration(env, "KEYBRAKE_DRIFT_INTERVAL", c.DriftInterval), "how often the drift watch compares Stripe's recent objects with keybrake's reservations; 0 disables (KEYBRAKE_DRIFT_INTERVAL; docs/drift.md)")
 	fs.DurationVar(&c.DriftWindow, "drift-window", envDuration(env, "KEYBRAKE_DRIFT_WINDOW", time.Hour), "how far back each drift watch run looks (KEYBRAKE_DRIFT_WINDOW)")
+	fs.BoolVar(&c.DriftSuspend, "drift-suspend", envDefault(env, "KEYBRAKE_DRIFT_SUSPEND", "") == "true", "suspend the key of each drift finding that names one, reason \"drift: <kind> <object>\"; needs --drift-interval (KEYBRAKE_DRIFT_SUSPEND=true; docs/drift.md)")
 	fs.DurationVar(&c.AlertInterval, "alert-interval", envDuration(env, "KEYBRAKE_ALERT_INTERVAL", c.AlertInterval), "how often the alert sender delivers webhooks from the outbox (retries back off for 24 h; see docs/alerts.md); 0 disables (KEYBRAKE_ALERT_INTERVAL)")
 	fs.BoolVar(&c.KeyMetrics, "metrics-keys", envDefault(env, "KEYBRAKE_METRICS_KEYS", "") == "true", "export per-key spend and remaining gauges on /metrics (KEYBRAKE_METRICS_KEYS=true)")
 	fs.IntVar(&c.KeyMetricsMax, "metrics-max-keys", envInt(env, "KEYBRAKE_METRICS_MAX_KEYS", c.KeyMetricsMax), "at most this many keys in the per-key gauges, oldest first (KEYBRAKE_METRICS_MAX_KEYS)")
@@ -165,6 +167,9 @@ func (m *ServeMain) validate() (stripe.Rates, error) {
 	}
 	if c.AlertInterval < 0 {
 		return nil, fmt.Errorf("invalid --alert-interval (KEYBRAKE_ALERT_INTERVAL): must be a non-negative duration like 5s")
+	}
+	if c.DriftSuspend && c.DriftInterval <= 0 {
+		return nil, fmt.Errorf("invalid --drift-suspend (KEYBRAKE_DRIFT_SUSPEND): needs the drift watch running (--drift-interval)")
 	}
 	if c.KeyMetricsMax < 1 || c.KeyMetricsMax > 100000 {
 		return nil, fmt.Errorf("invalid --metrics-max-keys (KEYBRAKE_METRICS_MAX_KEYS): must be from 1 to 100000")
@@ -239,7 +244,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	s.KeyMetrics, s.KeyMetricsMax = m.Config.KeyMetrics, m.Config.KeyMetricsMax
 	s.UpstreamTimeout = m.Config.UpstreamTimeout
 	s.Transport = m.Transport
-	s.Drift = khttp.DriftConfig{Interval: m.Config.DriftInterval, Window: m.Config.DriftWindow}
+	s.Drift = khttp.DriftConfig{Interval: m.Config.DriftInterval, Window: m.Config.DriftWindow, Suspend: m.Config.DriftSuspend}
 	s.Retention = khttp.RetentionConfig{Age: m.Config.Retention, Interval: m.Config.RetentionEvery}
 	if m.Now != nil {
 		s.Now = m.Now
