@@ -240,7 +240,7 @@ func (w *Worker) fetchLoop() {
 		cons, _, _ := w.current()
 		msg, err := w.next(cons)
 		if err != nil {
-			if errors.Is(err, jsapi.ErrConsumerDeleted) || errors.Is(err, jsapi.ErrConsumerNotFound) {
+			if errors.Is(err, jsapi.ErrConsumerDeleted) || errors.Is(err, jsapi.ErrConsumerNotFound) || w.gone(cons, err) {
 				w.rebind(cons)
 				continue
 			}
@@ -252,6 +252,26 @@ func (w *Worker) fetchLoop() {
 		}
 		w.handle(msg)
 	}
+}
+
+// gone reports whether an idle fetch (a timeout, no messages) was idle
+// because the durable is gone: a durable deleted while no pull request was
+// pending never answers one with "consumer deleted", so every later pull
+// just times out. Checking costs one consumer-info call per idle
+// FetchWait.
+func (w *Worker) gone(cons jsapi.Consumer, err error) bool {
+	if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jsapi.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	select {
+	case <-w.stop:
+		return false
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.FetchWait)
+	defer cancel()
+	_, ierr := cons.Info(ctx)
+	return errors.Is(ierr, jsapi.ErrConsumerNotFound) || errors.Is(ierr, jsapi.ErrConsumerDeleted)
 }
 
 // next fetches one message, giving up after FetchWait or at Close.
