@@ -34,7 +34,10 @@ func TestGuardsAcrossReplicas(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				status, _, err := Charge(rs[i%4].URL(), secret, cents(i), fmt.Sprintf("race-%d", i))
+				// Idempotency-Keys unique to the key: Stripe scopes them by
+				// its secret, which every vault key shares, so one reused by
+				// another subtest's key would be answered as its replay.
+				status, _, err := Charge(rs[i%4].URL(), secret, cents(i), fmt.Sprintf("race-%s-%d", secret[len(secret)-8:], i))
 				if err != nil {
 					failed.Add(1)
 					t.Errorf("charge %d: %v", i, err)
