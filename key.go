@@ -68,7 +68,7 @@ type Key struct {
 	SecretPrefix string `json:"key_prefix"` // first characters, for recognising a key in logs
 
 	Caps
-	CountCaps         `json:"-"`        // daily message, call and email caps (vendor.go); not stored or enforced yet
+	CountCaps                           // daily message, call and email caps (vendor.go)
 	AllowedEndpoints  []string          `json:"allowed_endpoints"`
 	AllowedCustomers  []string          `json:"allowed_customers"`
 	AllowedAccounts   []string          `json:"allowed_accounts"`
@@ -172,7 +172,8 @@ type KeyUpdate struct {
 	Approval          *ApprovalPolicy // a zero ApprovalPolicy removes the requirement
 	SetExpiresAt      bool
 	ExpiresAt         *time.Time
-	CountCaps         *CountCaps // replaces all three daily count caps
+	CountCaps         *CountCaps // replaces the daily count caps CountCapFields names, all three when it names none
+	CountCapFields    []string   // JSON names (daily_message_cap…) of the count caps CountCaps sets
 }
 
 // Apply changes k as upd says. Caps and the expiry are copied, so k shares
@@ -182,7 +183,7 @@ func (k *Key) Apply(upd KeyUpdate) {
 		k.Label = *upd.Label
 	}
 	if upd.CountCaps != nil {
-		k.CountCaps = upd.CountCaps.clone()
+		k.CountCaps = k.CountCaps.merge(*upd.CountCaps, upd.CountCapFields)
 	}
 	for _, c := range []struct {
 		set bool

@@ -161,6 +161,10 @@ func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id stri
 		s.writeAdminError(w, r, err)
 		return
 	}
+	if err := s.checkCountUpdate(r.Context(), id, upd); err != nil {
+		s.writeAdminError(w, r, err)
+		return
+	}
 	if err := s.checkChildUpdate(r, id, upd); err != nil {
 		s.writeAdminError(w, r, err)
 		return
@@ -297,6 +301,7 @@ func applyFields(fields map[string]json.RawMessage, k *keybrake.Key, upd *keybra
 		if k.Timezone == "" {
 			k.Timezone = "UTC"
 		}
+		return checkCountVendor(k.Vendor, *upd) // counts.go
 	}
 	return nil
 }
@@ -304,6 +309,9 @@ func applyFields(fields map[string]json.RawMessage, k *keybrake.Key, upd *keybra
 // applyField validates one admin field into upd; the fields that exist
 // only at creation (vendor, timezone) go to k.
 func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake.KeyUpdate, create bool) error {
+	if ok, err := applyCountField(name, raw, upd); ok { // counts.go
+		return err
+	}
 	isNull := string(raw) == "null"
 	caps := map[string]struct {
 		set *bool
@@ -435,7 +443,7 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 		}
 		upd.Guards = g
 	default:
-		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, allow_secret_reads, metadata, expires_at, guards, mint, approval.", name)
+		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, allow_secret_reads, metadata, expires_at, guards, mint, approval, daily_message_cap, daily_email_cap, daily_call_cap.", name)
 	}
 	return nil
 }
@@ -490,13 +498,14 @@ func validateList(name string, list []string) ([]string, error) {
 
 // budget is a key's spend and what is left, per window.
 type budget struct {
-	PerRequest *windowBudget   `json:"per_request,omitempty"`
-	Daily      *windowBudget   `json:"daily"`
-	Monthly    *windowBudget   `json:"monthly"`
-	Total      *windowBudget   `json:"total"`
-	Uncertain  keybrake.Micros `json:"uncertain_usd"`
-	Held       keybrake.Micros `json:"held_usd"` // part of the spend held on objects that can still move money, not yet spent
-	Timezone   string          `json:"timezone"`
+	PerRequest *windowBudget           `json:"per_request,omitempty"`
+	Daily      *windowBudget           `json:"daily"`
+	Monthly    *windowBudget           `json:"monthly"`
+	Total      *windowBudget           `json:"total"`
+	Uncertain  keybrake.Micros         `json:"uncertain_usd"`
+	Held       keybrake.Micros         `json:"held_usd"` // part of the spend held on objects that can still move money, not yet spent
+	Timezone   string                  `json:"timezone"`
+	Counts     map[string]*countBudget `json:"counts,omitempty"` // the daily count caps of a Twilio or Resend key (counts.go)
 }
 
 type windowBudget struct {
@@ -527,6 +536,9 @@ func (s *Server) budget(ctx context.Context, k *keybrake.Key, now time.Time) (*b
 	}
 	if k.PerRequest != nil {
 		b.PerRequest = &windowBudget{Cap: k.PerRequest, Remaining: k.PerRequest}
+	}
+	if b.Counts, err = s.countBudgets(ctx, k, now, loc); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

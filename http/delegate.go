@@ -72,6 +72,10 @@ func (s *Server) mintChild(w http.ResponseWriter, r *http.Request, parent *keybr
 		s.writeAdminError(w, r, err)
 		return
 	}
+	if err := checkCountMint(parent); err != nil { // counts.go
+		s.writeAdminError(w, r, err)
+		return
+	}
 	for _, name := range []string{"guards", "vendor"} {
 		if _, ok := fields[name]; ok {
 			s.writeAdminError(w, r, keybrake.ErrorParam(name, "A child key has its parent's %s.", name))

@@ -37,7 +37,7 @@ type VendorEnv struct {
 
 // MustOpenVendors starts a VendorEnv: US SMS at $0.02 a segment, voice at
 // $0.10 a minute, email at $0.001 plus $0.0005 a recipient.
-func MustOpenVendors(tb testing.TB) *VendorEnv {
+func MustOpenVendors(tb testing.TB, opts ...Option) *VendorEnv {
 	tb.Helper()
 	ve := &VendorEnv{}
 	rates, err := twilio.ParseRates("US sms=0.0200 mms=0.0400 voice=0.1000")
@@ -55,6 +55,9 @@ func MustOpenVendors(tb testing.TB) *VendorEnv {
 			Secret: twiliosim.DefaultAuthToken, Rates: rates}
 		s.Resend = &khttp.ResendConfig{Upstream: mustURL(tb, rs.URL), APIKey: resendsim.DefaultAPIKey,
 			Pricer: resend.Pricer{PerEmail: 1000, PerRecipient: 500}}
+		for _, o := range opts {
+			o(s)
+		}
 	})
 	return ve
 }

@@ -74,7 +74,16 @@ func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.
 	r.LeaseOwner, r.LeaseUntil, r.Attempts = "", time.Time{}, 0
 	r.ObjectID, r.UpstreamStatus = "", 0
 
-	out, err := s.reserveQueued(&reserveOp{ctx: ctx, r: r, done: make(chan struct{})})
+	var out reserveOutcome
+	if r.CountKind != "" && r.Count > 0 {
+		var over *keybrake.OverCount
+		out, over, err = s.reserveCounted(ctx, &r, now, loc)
+		if err == nil && over != nil {
+			return keybrake.ReserveResult{OverCount: over}, nil
+		}
+	} else {
+		out, err = s.reserveQueued(&reserveOp{ctx: ctx, r: r, done: make(chan struct{})})
+	}
 	if err != nil {
 		return keybrake.ReserveResult{}, err
 	}

@@ -131,6 +131,23 @@ func batchContext(ctxs []context.Context) (context.Context, context.CancelFunc) 
 
 // reserveOne decides one reservation with keybrake_reserve.
 func (s *Store) reserveOne(ctx context.Context, r *keybrake.Reservation) (reserveOutcome, error) {
+	return scanReserveOne(s.queryRow(ctx, qReserveOne, reserveOneArgs(r)...))
+}
+
+// qReserveOne calls keybrake_reserve with reserveOneArgs.
+const qReserveOne = `SELECT status, win, cap, spent, replay_id,
+		guard, rule, earlier_id, earlier_object, earlier_at, g_limit, g_count, retry_at, suspended FROM keybrake_reserve(
+		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
+
+func reserveOneArgs(r *keybrake.Reservation) []any {
+	return []any{r.ID, r.KeyID, r.IdempotencyKey, r.Fingerprint, r.Operation,
+		r.Amount, r.Currency, int64(r.Micros), r.Day, r.Month,
+		r.Request.Method, r.Request.Path, []byte(r.Request.Body), r.Request.StripeAccount, r.Request.StripeVersion,
+		r.CreatedAt, r.Customer, r.DupKey, r.Override}
+}
+
+// scanReserveOne reads the answer of qReserveOne.
+func scanReserveOne(row pgx.Row) (reserveOutcome, error) {
 	var (
 		out                    reserveOutcome
 		guard, rule, eid, eobj *string
@@ -138,13 +155,7 @@ func (s *Store) reserveOne(ctx context.Context, r *keybrake.Reservation) (reserv
 		glimit, gcount         *int32
 		suspended              *bool
 	)
-	err := s.queryRow(ctx, `SELECT status, win, cap, spent, replay_id,
-		guard, rule, earlier_id, earlier_object, earlier_at, g_limit, g_count, retry_at, suspended FROM keybrake_reserve(
-		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
-		r.ID, r.KeyID, r.IdempotencyKey, r.Fingerprint, r.Operation,
-		r.Amount, r.Currency, int64(r.Micros), r.Day, r.Month,
-		r.Request.Method, r.Request.Path, []byte(r.Request.Body), r.Request.StripeAccount, r.Request.StripeVersion,
-		r.CreatedAt, r.Customer, r.DupKey, r.Override).Scan(&out.status, &out.window, &out.limit, &out.spent, &out.replayID,
+	err := row.Scan(&out.status, &out.window, &out.limit, &out.spent, &out.replayID,
 		&guard, &rule, &eid, &eobj, &eat, &glimit, &gcount, &retry, &suspended)
 	if pgCode(err) == codeUnusable {
 		return reserveOutcome{status: "unusable"}, nil

@@ -104,7 +104,7 @@ func (s *Store) decide(ctx context.Context, args keybrake.ReserveArgs, op string
 		s.probeMisses.Store(false)
 		s.prepareProbes()
 	}
-	if res.Replay || res.OverCap != nil || res.Guard != nil {
+	if res.Replay || res.OverCap != nil || res.Guard != nil || res.OverCount != nil {
 		return res, nil
 	}
 	*in = *res.Reservation
@@ -140,6 +140,9 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 	if oc := overCap(st.key.Caps, st.spent, in.Micros, now, st.loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
+	if oc, err := s.checkCount(ctx, tx, in, st.day, now, st.loc); err != nil || oc != nil {
+		return keybrake.ReserveResult{OverCount: oc}, err
+	}
 	g, counted, err := s.checkGuards(ctx, tx, &st.key, in, now)
 	if err != nil || g != nil {
 		return keybrake.ReserveResult{Guard: g}, err
@@ -158,6 +161,9 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 			return keybrake.ReserveResult{}, keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s already exists.", r.ID)
 		}
 		return keybrake.ReserveResult{}, wrap(err, "reserve on key %s", in.KeyID)
+	}
+	if err := s.recordCount(ctx, tx, &r); err != nil {
+		return keybrake.ReserveResult{}, err
 	}
 	return keybrake.ReserveResult{Reservation: &r}, nil
 }

@@ -1,0 +1,113 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/keybrake/keybrake"
+)
+
+// errNoWrite ends a reserveCounted transaction that wrote nothing to keep.
+var errNoWrite = errors.New("postgres: nothing to commit")
+
+// reserveCounted decides a reservation that counts (Reservation.CountKind)
+// in one transaction of its own, outside the key's batch queue: it takes
+// the key row lock keybrake_reserve takes (FOR NO KEY UPDATE, so it queues
+// behind and ahead of the batches of the same key), looks for a replay,
+// checks the daily count cap against the key's unreleased reservations of
+// that kind and day, then runs keybrake_reserve itself for the USD caps,
+// guards and insert, and records the count on the new row. The Stripe path
+// and its batching are untouched. Returns the outcome of keybrake_reserve,
+// or the OverCount with nothing recorded.
+func (s *Store) reserveCounted(ctx context.Context, r *keybrake.Reservation, now time.Time, loc *time.Location) (reserveOutcome, *keybrake.OverCount, error) {
+	var (
+		out  reserveOutcome
+		over *keybrake.OverCount
+	)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var (
+			raw      []byte
+			replayID *string
+			used     int64
+		)
+		err := tx.QueryRow(ctx, `SELECT k.count_caps,
+			(SELECT id FROM reservations WHERE key_id = k.id AND idempotency_key = $2)
+			FROM keys k WHERE k.id = $1 FOR NO KEY UPDATE OF k`, r.KeyID, r.IdempotencyKey).Scan(&raw, &replayID)
+		if err != nil {
+			return notFound(err, "No such key: %s.", r.KeyID)
+		}
+		if replayID == nil {
+			var caps keybrake.CountCaps
+			if raw != nil {
+				if err := json.Unmarshal(raw, &caps); err != nil {
+					return err
+				}
+			}
+			if err := tx.QueryRow(ctx, `SELECT COALESCE(SUM(count), 0) FROM reservations
+				WHERE key_id = $1 AND count_kind = $2 AND day = $3 AND state <> 'released'`,
+				r.KeyID, r.CountKind, r.Day).Scan(&used); err != nil {
+				return err
+			}
+			if over = keybrake.CheckCount(caps, r.CountKind, used, r.Count, now, loc); over != nil {
+				return errNoWrite
+			}
+		}
+		if out, err = scanReserveOne(tx.QueryRow(ctx, qReserveOne, reserveOneArgs(r)...)); err != nil {
+			return err
+		}
+		if out.status != "ok" {
+			return errNoWrite
+		}
+		_, err = tx.Exec(ctx, `UPDATE reservations SET count_kind = $2, count = $3 WHERE id = $1`, r.ID, r.CountKind, r.Count)
+		return err
+	})
+	if errors.Is(err, errNoWrite) {
+		err = nil
+	}
+	if over != nil {
+		// An unusable key says so before its count does.
+		if k, kerr := s.FindKeyByID(ctx, r.KeyID); kerr == nil && k.Usable(now) != nil {
+			return reserveOutcome{status: "unusable"}, nil, nil
+		}
+	}
+	return out, over, err
+}
+
+// CountsUsed returns what the key has used today (in its zone, at now) of
+// each count kind: its reservations of that kind and day not released.
+// Returns ENOTFOUND for an unknown key.
+func (s *Store) CountsUsed(ctx context.Context, keyID string, now time.Time) (map[string]int64, error) {
+	loc, err := s.location(ctx, keyID)
+	if err != nil {
+		return nil, err
+	}
+	day, _ := keybrake.Buckets(now, loc)
+	used := map[string]int64{}
+	err = s.query(ctx, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var kind string
+			var n int64
+			if err := rows.Scan(&kind, &n); err != nil {
+				return err
+			}
+			used[kind] = n
+		}
+		return rows.Err()
+	}, `SELECT count_kind, SUM(count)::bigint FROM reservations
+		WHERE key_id = $1 AND count_kind <> '' AND day = $2 AND state <> 'released' GROUP BY count_kind`, keyID, day)
+	if err != nil {
+		return nil, s.wrap("counts of "+keyID, err)
+	}
+	return used, nil
+}
+
+func encodeCountCaps(c keybrake.CountCaps) []byte {
+	if !c.Any() {
+		return nil
+	}
+	b, _ := json.Marshal(c) // plain struct: cannot fail
+	return b
+}

@@ -1,0 +1,177 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keybrake/keybrake"
+)
+
+// newCounted returns a reservation of $0.01 that sends n messages.
+func newCounted(keyID, idem string, n int64) *keybrake.Reservation {
+	r := NewReservation(keyID, idem, 10_000)
+	r.Operation, r.CountKind, r.Count = "twilio.messages.create", keybrake.CountMessages, n
+	return r
+}
+
+func countsUsed(tb testing.TB, s keybrake.Store, keyID string, now time.Time) map[string]int64 {
+	tb.Helper()
+	cs, ok := s.(keybrake.CountService)
+	if !ok {
+		tb.Fatalf("%T does not implement keybrake.CountService", s)
+	}
+	used, err := cs.CountsUsed(context.Background(), keyID, now)
+	if err != nil {
+		tb.Fatalf("CountsUsed: %v", err)
+	}
+	return used
+}
+
+func testCounts(t *testing.T, open opener) {
+	ctx := context.Background()
+	newKey := func(t *testing.T, s keybrake.Store, limit int64) {
+		k := NewKey("key_c")
+		k.Vendor, k.Timezone = keybrake.VendorTwilio, "America/New_York"
+		k.CountCaps = keybrake.CountCaps{DailyMessages: &limit}
+		MustCreateKey(t, s, k)
+	}
+	reserve := func(t *testing.T, s keybrake.Store, idem string, n int64, now time.Time) keybrake.ReserveResult {
+		t.Helper()
+		res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: newCounted("key_c", idem, n), Now: now})
+		if err != nil {
+			t.Fatalf("Reserve(%s): %v", idem, err)
+		}
+		return res
+	}
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		s := open(t)
+		newKey(t, s, 7)
+		k, err := s.FindKeyByID(ctx, "key_c")
+		if err != nil || k.DailyMessages == nil || *k.DailyMessages != 7 || k.DailyEmails != nil || k.DailyCalls != nil {
+			t.Fatalf("FindKeyByID: %+v, %v; want daily messages 7 only", k.CountCaps, err)
+		}
+		five := int64(5)
+		k, err = s.UpdateKey(ctx, "key_c", keybrake.KeyUpdate{CountCaps: &keybrake.CountCaps{DailyCalls: &five}}, T0)
+		if err != nil || k.DailyMessages != nil || k.DailyCalls == nil || *k.DailyCalls != 5 {
+			t.Fatalf("UpdateKey: %+v, %v; want daily calls 5 only", k.CountCaps, err)
+		}
+		if k, err = s.FindKeyByID(ctx, "key_c"); err != nil || k.DailyCalls == nil || *k.DailyCalls != 5 {
+			t.Fatalf("FindKeyByID after update: %+v, %v", k.CountCaps, err)
+		}
+	})
+
+	t.Run("CapReleaseSettleDay", func(t *testing.T) {
+		s := open(t)
+		newKey(t, s, 5)
+		a := reserve(t, s, "a", 3, T0)
+		if a.OverCount != nil || a.Reservation == nil {
+			t.Fatalf("reserve 3 of 5: %+v", a)
+		}
+		if res := reserve(t, s, "b", 3, T0); res.OverCount == nil {
+			t.Fatalf("reserve 3 more of 5 passed: %+v", res)
+		} else if oc := res.OverCount; oc.Kind != keybrake.CountMessages || oc.Cap != 5 || oc.Used != 3 || oc.Requested != 3 || oc.ResetsAt.IsZero() {
+			t.Fatalf("OverCount = %+v", *oc)
+		}
+		if got := countsUsed(t, s, "key_c", T0)[keybrake.CountMessages]; got != 3 {
+			t.Fatalf("used %d, want 3 (a refusal records nothing)", got)
+		}
+		// A replay over the cap is still a replay.
+		if res := reserve(t, s, "a", 3, T0); !res.Replay {
+			t.Fatalf("replay of a: %+v", res)
+		}
+		// Settling never changes the count; releasing gives it back.
+		if _, err := s.Settle(ctx, keybrake.SettleArgs{ID: a.Reservation.ID, State: keybrake.StateUncertain, Now: T0}); err != nil {
+			t.Fatal(err)
+		}
+		b := reserve(t, s, "b", 2, T0)
+		if b.OverCount != nil {
+			t.Fatalf("landing on the cap refused: %+v", b.OverCount)
+		}
+		if _, err := s.Settle(ctx, keybrake.SettleArgs{ID: b.Reservation.ID, State: keybrake.StateSettled, SettledMicros: 1, Amount: 1, Currency: "usd", Now: T0}); err != nil {
+			t.Fatal(err)
+		}
+		if got := countsUsed(t, s, "key_c", T0)[keybrake.CountMessages]; got != 5 {
+			t.Fatalf("used %d after settling, want 5", got)
+		}
+		if res := reserve(t, s, "c", 1, T0); res.OverCount == nil {
+			t.Fatalf("reserve past a full cap passed")
+		}
+		if _, err := s.Settle(ctx, keybrake.SettleArgs{ID: a.Reservation.ID, State: keybrake.StateReleased, Now: T0}); err != nil {
+			t.Fatal(err)
+		}
+		if got := countsUsed(t, s, "key_c", T0)[keybrake.CountMessages]; got != 2 {
+			t.Fatalf("used %d after releasing 3, want 2", got)
+		}
+		if res := reserve(t, s, "c", 3, T0); res.OverCount != nil {
+			t.Fatalf("reserve into the released room refused: %+v", res.OverCount)
+		}
+		// Another kind is not limited by the message cap.
+		r := newCounted("key_c", "e", 100)
+		r.CountKind = keybrake.CountEmails
+		if res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: r, Now: T0}); err != nil || res.OverCount != nil {
+			t.Fatalf("uncapped kind: %+v, %v", res, err)
+		}
+		// The key's day (New York) ends at 05:00 UTC.
+		reset := keybrake.DayReset(T0, mustLoc(t, "America/New_York"))
+		if res := reserve(t, s, "d", 1, reset.Add(-time.Microsecond)); res.OverCount == nil {
+			t.Fatalf("reserve just before the reset passed")
+		}
+		if res := reserve(t, s, "d", 5, reset); res.OverCount != nil {
+			t.Fatalf("reserve on a new day refused: %+v", res.OverCount)
+		}
+		if got := countsUsed(t, s, "key_c", reset)[keybrake.CountMessages]; got != 5 {
+			t.Fatalf("used %d on the new day, want 5", got)
+		}
+	})
+
+	t.Run("Concurrent50", func(t *testing.T) {
+		s := open(t)
+		newKey(t, s, 20)
+		var ok, over atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 50)
+		start := make(chan struct{})
+		for i := range 50 {
+			wg.Go(func() {
+				<-start
+				res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: newCounted("key_c", fmt.Sprintf("idem_%d", i), 1), Now: T0})
+				switch {
+				case err != nil:
+					errs <- err
+				case res.OverCount != nil:
+					over.Add(1)
+				case res.Reservation == nil || res.Replay || res.OverCap != nil || res.Guard != nil:
+					errs <- fmt.Errorf("idem_%d: unexpected %+v", i, res)
+				default:
+					ok.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("Reserve: %v", err)
+		}
+		if ok.Load() != 20 || over.Load() != 30 {
+			t.Fatalf("passed %d, refused %d; want 20 and 30", ok.Load(), over.Load())
+		}
+		if got := countsUsed(t, s, "key_c", T0)[keybrake.CountMessages]; got != 20 {
+			t.Fatalf("used %d, want 20", got)
+		}
+	})
+}
+
+func mustLoc(tb testing.TB, name string) *time.Location {
+	tb.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return loc
+}
