@@ -3,7 +3,9 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,10 +14,45 @@ import (
 	"github.com/keybrake/keybrake/storetest"
 )
 
-// MustOpen opens a Store on a fresh file in a temp dir; the caller closes it.
+// template is a freshly migrated, closed database file that MustOpen
+// copies: running every migration (table rebuilds included) for each of
+// the conformance suite's hundreds of subtests was most of the package's
+// time under the race detector.
+var template struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// MustOpen opens a Store on a fresh file in a temp dir, a copy of a newly
+// migrated database; the caller closes it.
 func MustOpen(tb testing.TB) (*sqlite.Store, string) {
 	tb.Helper()
+	template.once.Do(func() {
+		dir, err := os.MkdirTemp("", "keybrake-template-")
+		if err != nil {
+			template.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "template.db")
+		s, err := sqlite.Open(path)
+		if err != nil {
+			template.err = err
+			return
+		}
+		if template.err = s.Close(); template.err != nil { // Close checkpoints the WAL into the file
+			return
+		}
+		template.data, template.err = os.ReadFile(path)
+	})
+	if template.err != nil {
+		tb.Fatalf("migrated template: %v", template.err)
+	}
 	path := filepath.Join(tb.TempDir(), "keybrake.db")
+	if err := os.WriteFile(path, template.data, 0o600); err != nil {
+		tb.Fatal(err)
+	}
 	s, err := sqlite.Open(path)
 	if err != nil {
 		tb.Fatalf("Open(%s): %v", path, err)
