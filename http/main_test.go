@@ -19,7 +19,6 @@ import (
 	"github.com/keybrake/keybrake"
 	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/internal/kbtest"
-	"github.com/keybrake/keybrake/sqlite"
 	"github.com/keybrake/keybrake/stripe"
 	"github.com/keybrake/keybrake/stripesim"
 )
@@ -66,7 +65,7 @@ func MustOpen(tb testing.TB, opts ...Option) *Env {
 		}
 		tb.Cleanup(func() { os.RemoveAll(dir) })
 	}
-	store, err := sqlite.Open(filepath.Join(dir, "keybrake.db"))
+	store, err := kbtest.OpenSQLite(tb, filepath.Join(dir, "keybrake.db"))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -89,12 +89,52 @@ func Simulator(tb testing.TB, opts stripesim.Options) (*stripesim.Server, string
 // SQLite opens a SQLite store in a temp dir; tb.Cleanup closes it.
 func SQLite(tb testing.TB, name string) *sqlite.Store {
 	tb.Helper()
-	s, err := sqlite.Open(filepath.Join(tb.TempDir(), name))
+	s, err := OpenSQLite(tb, filepath.Join(tb.TempDir(), name))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { s.Close() })
 	return s
+}
+
+// sqliteTemplate is a freshly migrated, closed database file that
+// OpenSQLite copies, so a test pays the migrations (table rebuilds
+// included) once per package, not once per store.
+var sqliteTemplate struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// OpenSQLite opens a SQLite store at path, which must not exist yet, as a
+// copy of a newly migrated database. The caller closes it.
+func OpenSQLite(tb testing.TB, path string) (*sqlite.Store, error) {
+	tb.Helper()
+	sqliteTemplate.once.Do(func() {
+		dir, err := os.MkdirTemp("", "keybrake-template-")
+		if err != nil {
+			sqliteTemplate.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		tp := filepath.Join(dir, "template.db")
+		s, err := sqlite.Open(tp)
+		if err != nil {
+			sqliteTemplate.err = err
+			return
+		}
+		if sqliteTemplate.err = s.Close(); sqliteTemplate.err != nil { // Close checkpoints the WAL into the file
+			return
+		}
+		sqliteTemplate.data, sqliteTemplate.err = os.ReadFile(tp)
+	})
+	if sqliteTemplate.err != nil {
+		return nil, sqliteTemplate.err
+	}
+	if err := os.WriteFile(path, sqliteTemplate.data, 0o600); err != nil {
+		return nil, err
+	}
+	return sqlite.Open(path)
 }
 
 // Proxy starts keybrake on 127.0.0.1:0 in front of the simulator at simURL,
