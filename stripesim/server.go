@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keybrake/keybrake/internal/simfault"
 	"github.com/keybrake/keybrake/stripe"
 )
 
@@ -40,9 +41,7 @@ type Server struct {
 	inflight map[string]*idemRecord // Idempotency-Keys whose first request is executing
 	saves    int
 
-	fmu      sync.Mutex // guards faults, faultSeq
-	faults   []*activeFault
-	faultSeq int
+	faults simfault.Injector
 
 	pmu sync.Mutex // serialises writes of StatePath
 }
@@ -203,18 +202,18 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		idemKey = idempotencyScope(c.scope, k)
 	}
 
-	plan := s.planFaults(r.Method, r.URL.Path)
+	plan := s.faults.Plan(r.Method, r.URL.Path)
 	var idem idemOutcome
 	if idemKey != "" {
 		idem = s.beginIdempotent(idemKey, r.Method, r.URL.Path, canonicalParams(form))
 	}
-	plan.delay(r)
-	if plan.mode == FaultFailBefore {
+	plan.Delay(r)
+	if plan.Mode == FaultFailBefore {
 		if idem.acquired {
 			s.finishIdempotent(idemKey, false, 0, nil)
 		}
 		s.log.Debug("stripesim: fault fail_before", "method", r.Method, "path", r.URL.Path)
-		writeJSON(w, plan.status, errInternal(plan.status))
+		writeJSON(w, plan.Status, errInternal(plan.Status))
 		return
 	}
 
@@ -236,15 +235,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	switch plan.mode {
+	switch plan.Mode {
 	case FaultFailAfter:
 		s.log.Debug("stripesim: fault fail_after", "method", r.Method, "path", r.URL.Path)
 		w.Header().Del("Idempotent-Replayed")
-		writeJSON(w, plan.status, errInternal(plan.status))
+		writeJSON(w, plan.Status, errInternal(plan.Status))
 		return
 	case FaultCutAfter:
 		s.log.Debug("stripesim: fault cut_after", "method", r.Method, "path", r.URL.Path)
-		cut(w)
+		simfault.Cut(w)
 		return
 	}
 	w.WriteHeader(status)
@@ -262,19 +261,6 @@ func (s *Server) execute(h handler, c *call) (int, []byte) {
 		return aerr.Status, mustMarshal(aerr)
 	}
 	return http.StatusOK, mustMarshal(v)
-}
-
-// cut closes the connection before any byte of the response is written.
-func cut(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic(http.ErrAbortHandler)
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	conn.Close()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
