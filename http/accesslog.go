@@ -18,6 +18,7 @@ func (p *proxy) logAccess(r *http.Request, c *call, decision, reason string, sta
 	}
 	attrs := []slog.Attr{
 		slog.String("request_id", c.requestID),
+		slog.String("vendor", c.v.Name()),
 		slog.String("method", r.Method),
 		slog.String("operation", opName(c)),
 		slog.String("decision", decision),
@@ -34,7 +35,7 @@ func (p *proxy) logAccess(r *http.Request, c *call, decision, reason string, sta
 		attrs = append(attrs, slog.Int("upstream_status", status))
 	}
 	if c.priced {
-		attrs = append(attrs, slog.Int64("amount", c.price.Amount), slog.String("currency", c.price.Currency), slog.Int64("usd_micros", int64(c.price.Micros)))
+		attrs = append(attrs, slog.Int64("amount", c.cost.Amount), slog.String("currency", c.cost.Currency), slog.Int64("usd_micros", int64(c.cost.Micros)))
 	}
 	if c.rsv != nil {
 		attrs = append(attrs, slog.String("reservation_id", c.rsv.ID))

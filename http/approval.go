@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/keybrake/keybrake"
-	"github.com/keybrake/keybrake/stripe"
 )
 
 // approvalDetail is the keybrake part of a keybrake_approval_required error.
@@ -29,14 +28,19 @@ type approvalDetail struct {
 // while pending (recording the approval on first sight), 403 when denied,
 // 400 when expired or for another request. It returns the approval to mark
 // used once reserved, and false when it wrote the refusal.
-func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call, pr stripe.Price) (*keybrake.Approval, bool) {
-	why := c.key.Approval.Requires(c.op.Name, pr.Micros)
+func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call) (*keybrake.Approval, bool) {
+	pr := c.cost
+	why := c.key.Approval.Requires(c.req.Label, pr.Micros)
 	if why == "" {
 		return nil, true
 	}
-	idem := c.env.IdempotencyKey
+	idem := c.clientIdem
+	if idem == "" && !c.req.Idempotent {
+		p.deny(w, r, c, keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: %s, and an approved request is matched by its idempotency key, which %s does not have for it. Nothing was sent to %s.", c.req.Label, why, c.vendorTitle(), c.vendorTitle()), nil)
+		return nil, false
+	}
 	if idem == "" {
-		p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "keybrake refused %s: %s, and an approved request is matched by its Idempotency-Key. Send one, and retry with the same key once approved.", c.op.Name, why), nil)
+		p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "keybrake refused %s: %s, and an approved request is matched by its Idempotency-Key. Send one, and retry with the same key once approved.", c.req.Label, why), nil)
 		return nil, false
 	}
 	ctx, now, fp := r.Context(), p.s.Now().UTC().Truncate(time.Microsecond), c.fingerprint()
@@ -44,13 +48,13 @@ func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call, pr stri
 	if keybrake.ErrorCode(err) == keybrake.ENOTFOUND {
 		a, _, err = p.s.Store.RequestApproval(ctx, &keybrake.Approval{
 			ID: randomID("apr_", 24), KeyID: c.key.ID, IdempotencyKey: idem, Fingerprint: fp,
-			Operation: c.op.Name, Method: r.Method, Path: c.op.Path, Account: c.account,
+			Operation: c.req.Label, Method: r.Method, Path: c.req.Record, Account: c.req.Account,
 			Amount: pr.Amount, Currency: pr.Currency, Micros: pr.Micros, Reason: why,
 			CreatedAt: now, ExpiresAt: now.Add(c.key.Approval.TTL()),
 		})
 	}
 	if err != nil {
-		p.deny(w, r, c, storeError(err), nil)
+		p.deny(w, r, c, c.storeError(err), nil)
 		return nil, false
 	}
 	if a.Fingerprint != fp {
@@ -62,7 +66,7 @@ func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call, pr stri
 		c.note = joinReason(c.note, fmt.Sprintf("approved by %s (%s)", a.DecidedBy, a.ID))
 		return a, true
 	case keybrake.ApprovalDenied:
-		p.deny(w, r, c, keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: approval %s was denied by %s. Nothing was sent to Stripe.", c.op.Name, a.ID, a.DecidedBy), nil)
+		p.deny(w, r, c, keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: approval %s was denied by %s. Nothing was sent to %s.", c.req.Label, a.ID, a.DecidedBy, c.vendorTitle()), nil)
 	case keybrake.ApprovalExpired:
 		p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s expired at %s; keybrake refused this request without forwarding it. Send it again under a new Idempotency-Key to ask again.", a.ID, a.ExpiresAt.Format(time.RFC3339)), nil)
 	default:
@@ -70,8 +74,8 @@ func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call, pr stri
 		w.Header().Set("Keybrake-Approval-Id", a.ID)
 		w.Header().Set("Keybrake-Approval-Url", link)
 		p.deny(w, r, c, &keybrake.Error{Code: keybrake.EAPPROVAL, Message: fmt.Sprintf(
-			"keybrake is holding %s for a person's approval: %s. Nothing was sent to Stripe and nothing was reserved. Once approved at %s, retry the same request with the same Idempotency-Key before %s.",
-			c.op.Name, why, link, a.ExpiresAt.Format(time.RFC3339))},
+			"keybrake is holding %s for a person's approval: %s. Nothing was sent to %s and nothing was reserved. Once approved at %s, retry the same request with the same Idempotency-Key before %s.",
+			c.req.Label, why, c.vendorTitle(), link, a.ExpiresAt.Format(time.RFC3339))},
 			approvalDetail{ApprovalID: a.ID, URL: link, State: st, Reason: why, ExpiresAt: a.ExpiresAt})
 	}
 	return nil, false

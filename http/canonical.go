@@ -208,7 +208,7 @@ func parseForm(raw string) (*stripe.Form, error) {
 // the inert client headers, the parsed Stripe-Version, exactly one
 // Stripe-Account for the effective account and never a Stripe-Context,
 // and the real key. Whatever else the client sent is not forwarded.
-func upstreamHeader(in http.Header, c *call, upstreamKey string) http.Header {
+func upstreamHeader(in http.Header, account, version, upstreamKey string) http.Header {
 	out := make(http.Header, len(inertHeaders)+6)
 	for _, name := range inertHeaders {
 		if v, ok := in[name]; ok {
@@ -216,11 +216,11 @@ func upstreamHeader(in http.Header, c *call, upstreamKey string) http.Header {
 		}
 	}
 	out.Set("Authorization", "Bearer "+upstreamKey)
-	if c.account != "" {
-		out.Set("Stripe-Account", c.account)
+	if account != "" {
+		out.Set("Stripe-Account", account)
 	}
-	if c.env.Version != "" {
-		out.Set("Stripe-Version", c.env.Version)
+	if version != "" {
+		out.Set("Stripe-Version", version)
 	}
 	return out
 }
@@ -246,8 +246,8 @@ const stripeMetadataKeys = 50
 // metadata that is not a map (metadata= would unset all of it), a
 // metadata[keybrake_idempotency_key] other than the request's
 // Idempotency-Key, or already Stripe's 50 keys besides the tag.
-func checkTag(c *call, form *stripe.Form) error {
-	if !tagged(c.op) {
+func checkTag(op stripe.Operation, form *stripe.Form, idemKey string) error {
+	if !tagged(op) {
 		return nil
 	}
 	v, ok := form.Tree["metadata"]
@@ -256,17 +256,17 @@ func checkTag(c *call, form *stripe.Form) error {
 	}
 	md, ok := v.(map[string]any)
 	if !ok {
-		return keybrake.ErrorParam("metadata", "keybrake tags %s with metadata[%s], so metadata must be a hash of keys and values here; it may not be unset or given as a list.", c.op.Name, metadataKey)
+		return keybrake.ErrorParam("metadata", "keybrake tags %s with metadata[%s], so metadata must be a hash of keys and values here; it may not be unset or given as a list.", op.Name, metadataKey)
 	}
 	n := len(md)
 	if tag, ok := md[metadataKey]; ok {
-		if s, _ := tag.(string); s != c.idemKey {
+		if s, _ := tag.(string); idemKey == "" || s != idemKey { // with none, keybrake makes one the tag cannot equal
 			return keybrake.ErrorParam("metadata["+metadataKey+"]", "metadata[%s] is keybrake's own and must equal the request's Idempotency-Key; leave it out.", metadataKey)
 		}
 		n--
 	}
 	if n >= stripeMetadataKeys {
-		return keybrake.ErrorParam("metadata", "metadata has %d keys; keybrake adds metadata[%s] to %s and Stripe takes at most %d, so send at most %d.", n, metadataKey, c.op.Name, stripeMetadataKeys, stripeMetadataKeys-1)
+		return keybrake.ErrorParam("metadata", "metadata has %d keys; keybrake adds metadata[%s] to %s and Stripe takes at most %d, so send at most %d.", n, metadataKey, op.Name, stripeMetadataKeys, stripeMetadataKeys-1)
 	}
 	return nil
 }

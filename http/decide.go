@@ -9,30 +9,31 @@ import (
 	"github.com/keybrake/keybrake/stripe"
 )
 
-// decide applies the key's policy to the operation: the endpoint allowlist,
-// the refusal of secret reads the key did not ask for, the Connect account
-// and customer scopes, and the refusal of money-moving
-// operations keybrake cannot price. It returns EFORBIDDEN naming what was
-// attempted and what is allowed.
-func (p *proxy) decide(ctx context.Context, c *call, form *stripe.Form, class stripe.Class) error {
-	k := c.key
-	if !endpointAllowed(k.AllowedEndpoints, c.op) {
-		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not call %s (%s %s). Allowed: %s.", c.op.Name, methodOf(c.op), c.op.Path, allowedList(k.AllowedEndpoints))
+// Decide applies the key's Stripe scopes to the request: the refusal of
+// secret reads the key did not ask for, the Connect account and customer
+// scopes (also of the existing object acted on, looked up), the currency
+// scope of an unpriced operation, and the key's field rules. It returns
+// EFORBIDDEN naming what was attempted and what is allowed.
+func (v *stripeVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error {
+	sr, ok := req.Parsed.(*stripeRequest)
+	if !ok {
+		return nil // keybrake's own key endpoint
 	}
-	if what, ok := stripe.SecretRead(c.op, form); ok && !k.AllowSecretReads {
+	op, form, class, account := sr.op, sr.form, sr.class, req.Account
+	if what, ok := stripe.SecretRead(op, form); ok && !k.AllowSecretReads {
 		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not read secrets: the request asks for %s. An operator can set allow_secret_reads on the key to permit it.", what)
 	}
-	if len(k.AllowedAccounts) > 0 && !contains(k.AllowedAccounts, c.account) {
-		acct := c.account
+	if len(k.AllowedAccounts) > 0 && !contains(k.AllowedAccounts, account) {
+		acct := account
 		if acct == "" {
 			acct = "the platform account (no Stripe-Account header)"
 		}
 		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not act on %s. Allowed Stripe-Account values: %s.", acct, strings.Join(k.AllowedAccounts, ", "))
 	}
-	if len(k.AllowedAccounts) > 0 && pathAccount(c.op) != "" && !contains(k.AllowedAccounts, pathAccount(c.op)) {
-		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not act on account %s. Allowed accounts: %s.", pathAccount(c.op), strings.Join(k.AllowedAccounts, ", "))
+	if len(k.AllowedAccounts) > 0 && pathAccount(op) != "" && !contains(k.AllowedAccounts, pathAccount(op)) {
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not act on account %s. Allowed accounts: %s.", pathAccount(op), strings.Join(k.AllowedAccounts, ", "))
 	}
-	scope := stripe.ScopeOf(c.op, form)
+	scope := stripe.ScopeOf(op, form)
 	if len(k.AllowedAccounts) > 0 {
 		for _, a := range scope.Accounts {
 			if !contains(k.AllowedAccounts, a) {
@@ -41,26 +42,23 @@ func (p *proxy) decide(ctx context.Context, c *call, form *stripe.Form, class st
 		}
 	}
 	if len(k.AllowedCustomers) > 0 {
-		if err := checkCustomer(k, c.op, scope.Customers, class); err != nil {
+		if err := checkCustomer(k, op, scope.Customers, class); err != nil {
 			return err
 		}
-		if err := p.checkObjectCustomer(ctx, c, form); err != nil {
+		if err := v.checkObjectCustomer(ctx, k, sr, account); err != nil {
 			return err
 		}
 	}
-	// A priced operation's currency is checked once priced (reserve), since
+	// A priced operation's currency is checked once priced (Price), since
 	// it may come from a lookup; an unpriced one has only the body's.
 	if class == stripe.ClassUnpriced {
 		for _, cur := range scope.Currencies {
-			if err := p.checkCurrency(k, cur); err != nil {
+			if err := checkCurrency(k, cur); err != nil {
 				return err
 			}
 		}
 	}
-	if class == stripe.ClassUnpriced && !k.AllowUnpriced {
-		return keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake cannot price %s, which may move money, so this capped vault key refuses it (fail closed). An operator can set allow_unpriced on the key to permit it without counting it.", c.op.Name)
-	}
-	return p.checkRules(c, form, class) // field rules (fieldrules.go)
+	return v.checkRules(k, sr, account) // field rules (fieldrules.go)
 }
 
 // endpointAllowed reports whether op matches an allowlist entry: an
@@ -68,16 +66,16 @@ func (p *proxy) decide(ctx context.Context, c *call, form *stripe.Form, class st
 // (/v1/charges covers /v1/charges/ch_1/capture, not /v1/chargesx), or "*"
 // for every operation. An empty allowlist allows none: the admin API never
 // stores one, and keys made before "*" existed were migrated to it.
-func endpointAllowed(allowed []string, op stripe.Operation) bool {
+func endpointAllowed(allowed []string, name, path string) bool {
 	for _, a := range allowed {
 		if a == keybrake.AllEndpoints {
 			return true
 		}
 		if strings.HasPrefix(a, "/") {
-			if op.Path == a || strings.HasPrefix(op.Path, a+"/") {
+			if path == a || strings.HasPrefix(path, a+"/") {
 				return true
 			}
-		} else if a == op.Name {
+		} else if a == name {
 			return true
 		}
 	}
@@ -140,14 +138,14 @@ func pathAccount(op stripe.Operation) string {
 // capture, update, cancel, increment), and the charge or payment intent a
 // refund names. The object's customer is looked up upstream with the real
 // key; an object without a customer, or with another one, is refused.
-func (p *proxy) checkObjectCustomer(ctx context.Context, c *call, form *stripe.Form) error {
+func (v *stripeVendor) checkObjectCustomer(ctx context.Context, k *keybrake.Key, sr *stripeRequest, account string) error {
 	var ids []string
-	switch {
-	case stripe.HoldsObject(c.op):
-		ids = append(ids, c.op.ID)
-	case c.op.Name == "charges.refund", c.op.Name == "charges.refunds.create":
-		ids = append(ids, c.op.ID)
-	case c.op.Name == "refunds.create" && form != nil:
+	switch op, form := sr.op, sr.form; {
+	case stripe.HoldsObject(op):
+		ids = append(ids, op.ID)
+	case op.Name == "charges.refund", op.Name == "charges.refunds.create":
+		ids = append(ids, op.ID)
+	case op.Name == "refunds.create" && form != nil:
 		for _, param := range []string{"charge", "payment_intent"} {
 			if v, ok := form.Get(param); ok && v != "" {
 				ids = append(ids, v)
@@ -155,16 +153,16 @@ func (p *proxy) checkObjectCustomer(ctx context.Context, c *call, form *stripe.F
 		}
 	}
 	for _, id := range ids {
-		customer, err := p.objectCustomer(ctx, id, c.account)
+		customer, err := v.objectCustomer(ctx, id, account)
 		if err != nil {
 			return err
 		}
-		if customer == "" || !contains(c.key.AllowedCustomers, customer) {
+		if customer == "" || !contains(k.AllowedCustomers, customer) {
 			who := "no customer"
 			if customer != "" {
 				who = "customer " + customer
 			}
-			return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is limited to customers %s; %s belongs to %s.", strings.Join(c.key.AllowedCustomers, ", "), id, who)
+			return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is limited to customers %s; %s belongs to %s.", strings.Join(k.AllowedCustomers, ", "), id, who)
 		}
 	}
 	return nil

@@ -48,7 +48,7 @@ func (s *Server) serveSelfMint(w http.ResponseWriter, r *http.Request) {
 		s.writeAdminError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "No route for %s %s; mint with POST.", r.Method, selfChildrenPath))
 		return
 	}
-	parent, err := s.proxy.authenticate(r)
+	parent, err := s.proxy.authenticate(r, s.stripeRoute())
 	if err != nil {
 		if parent == nil {
 			s.limiter.fail(s.clientAddr(r))

@@ -2,6 +2,7 @@ package http
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -86,8 +87,25 @@ func (s *Server) writeStripeError(w http.ResponseWriter, r *http.Request, err er
 	if code == keybrake.EUNAVAILABLE {
 		retry = "true"
 	}
+	status := ErrorStatus(code)
+	var rf *refusal
+	if errors.As(err, &rf) { // refusal.go: the request path's hints
+		status, body.Error.Type, body.Error.Code, retry = or(rf.status, status), or(rf.typ, body.Error.Type), or(rf.code, body.Error.Code), or(rf.retry, retry)
+		if rf.detail != nil {
+			body.Error.Keybrake = rf.detail
+		}
+	}
 	w.Header().Set("Stripe-Should-Retry", retry)
-	writeJSON(w, ErrorStatus(code), body)
+	writeJSON(w, status, body)
+}
+
+// or returns v unless it is the zero value, else def.
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }
 
 // writeAdminError writes err as the admin API's JSON error.

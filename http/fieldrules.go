@@ -149,8 +149,9 @@ func rulesOf(g *keybrake.Guards) ([]compiledRule, error) {
 
 // checkRules evaluates the key's field rules on the request and returns
 // EFORBIDDEN naming the first that is false or cannot be evaluated.
-func (p *proxy) checkRules(c *call, form *stripe.Form, class stripe.Class) error {
-	g := c.key.Guards
+func (v *stripeVendor) checkRules(k *keybrake.Key, sr *stripeRequest, account string) error {
+	op, form, class := sr.op, sr.form, sr.class
+	g := k.Guards
 	if g == nil || len(g.Rules) == 0 {
 		return nil
 	}
@@ -158,11 +159,11 @@ func (p *proxy) checkRules(c *call, form *stripe.Form, class stripe.Class) error
 	if err != nil {
 		// Stored rules were compiled when set; one that no longer
 		// compiles (an older keybrake) refuses, never passes.
-		return keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: the key's field rules do not compile (%s).", c.op.Name, keybrake.ErrorMessage(err))
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: the key's field rules do not compile (%s).", op.Name, keybrake.ErrorMessage(err))
 	}
-	vars := ruleVars(c, form)
+	vars := ruleVars(op.Name, account, form)
 	for _, r := range rs {
-		if !appliesTo(r.rule.Operations, c.op.Name, class) {
+		if !appliesTo(r.rule.Operations, op.Name, class) {
 			continue
 		}
 		out, _, err := r.prg.Eval(vars)
@@ -170,11 +171,11 @@ func (p *proxy) checkRules(c *call, form *stripe.Form, class stripe.Class) error
 			if ok, isBool := out.Value().(bool); isBool && ok {
 				continue
 			}
-			p.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
-			return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) is false for this request. Nothing was sent to Stripe.", c.op.Name, r.rule.Name, r.rule.Expr)}
+			v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
+			return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) is false for this request. Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr)}
 		}
-		p.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
-		return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) could not be evaluated on this request (%s), so it refuses (fail closed). Nothing was sent to Stripe.", c.op.Name, r.rule.Name, r.rule.Expr, err)}
+		v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
+		return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) could not be evaluated on this request (%s), so it refuses (fail closed). Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, err)}
 	}
 	return nil
 }
@@ -190,8 +191,8 @@ func appliesTo(ops []string, op string, class stripe.Class) bool {
 }
 
 // ruleVars binds the variables of a request; absent parameters stay unbound.
-func ruleVars(c *call, form *stripe.Form) map[string]any {
-	vars := map[string]any{"operation": c.op.Name, "account": c.account, "request": map[string]any{}, "metadata": map[string]string{}}
+func ruleVars(operation, account string, form *stripe.Form) map[string]any {
+	vars := map[string]any{"operation": operation, "account": account, "request": map[string]any{}, "metadata": map[string]string{}}
 	if form == nil {
 		return vars
 	}

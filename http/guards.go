@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/keybrake/keybrake"
-	"github.com/keybrake/keybrake/stripe"
 )
 
 // guardSubjects are the parameters, in order, whose first value is what
@@ -24,7 +23,8 @@ var guardSubjects = []string{"customer", "payment_method", "source", "charge", "
 // guardInputs fills in what the store's guards compare on rsv: the
 // customer, the duplicate guard's match and the override. Keys without
 // guards leave them empty, so the stores' guard indexes stay small.
-func guardInputs(r *http.Request, c *call, form *stripe.Form, rsv *keybrake.Reservation) {
+func guardInputs(r *http.Request, c *call, rsv *keybrake.Reservation) {
+	form := c.req.Params
 	g := c.key.Guards
 	if g.IsZero() || form == nil {
 		return
@@ -46,18 +46,19 @@ func guardInputs(r *http.Request, c *call, form *stripe.Form, rsv *keybrake.Rese
 	}
 }
 
-// guardRefused writes the refusal of a reservation by a guard: a 409 for a
-// duplicate, a 429 with Retry-After for a velocity limit, a 403 when the
-// breaker suspended the key.
+// guardRefused writes the refusal of a reservation by a guard, in the
+// vendor's shape: a 409 for a duplicate, a 429 with Retry-After for a
+// velocity limit, a 403 when the breaker suspended the key.
 func (p *proxy) guardRefused(w http.ResponseWriter, r *http.Request, c *call, g *keybrake.GuardRefusal) {
 	var (
 		status int
 		code   string
+		kbcode string
 		msg    string
 	)
 	switch g.Guard {
 	case keybrake.GuardDuplicate:
-		status, code = http.StatusConflict, "keybrake_duplicate_charge"
+		status, code, kbcode = http.StatusConflict, "keybrake_duplicate_charge", keybrake.ECONFLICT
 		what := g.EarlierObjectID
 		if what == "" {
 			what = "a request still in flight"
@@ -71,18 +72,18 @@ func (p *proxy) guardRefused(w http.ResponseWriter, r *http.Request, c *call, g 
 		if !d.AllowOverride {
 			how = fmt.Sprintf("This key does not allow overriding it; an operator can set guards.duplicate.allow_override and then a request may carry %s: <reason>.", keybrake.OverrideHeader)
 		}
-		msg = fmt.Sprintf("keybrake refused %s as a duplicate: %s (reservation %s, at %s) has the same customer, %s on vault key %s within the last %ds, under a different Idempotency-Key. Nothing was sent to Stripe. %s",
-			c.op.Name, what, g.EarlierID, g.EarlierAt.UTC().Format(time.RFC3339), match, c.key.ID, d.WindowSeconds, how)
+		msg = fmt.Sprintf("keybrake refused %s as a duplicate: %s (reservation %s, at %s) has the same customer, %s on vault key %s within the last %ds, under a different Idempotency-Key. Nothing was sent to %s. %s",
+			opName(c), what, g.EarlierID, g.EarlierAt.UTC().Format(time.RFC3339), match, c.key.ID, d.WindowSeconds, c.vendorTitle(), how)
 	case keybrake.GuardVelocity:
-		status, code = http.StatusTooManyRequests, "keybrake_velocity_limit"
+		status, code, kbcode = http.StatusTooManyRequests, "keybrake_velocity_limit", keybrake.EOVERCAP
 		wait := max(1, int64(math.Ceil(g.RetryAt.Sub(p.s.Now()).Seconds())))
 		w.Header().Set("Retry-After", strconv.FormatInt(wait, 10))
-		msg = fmt.Sprintf("keybrake refused %s: velocity limit %q allows %d in its window on vault key %s and %d were made; it frees up at %s (Retry-After: %ds). Nothing was sent to Stripe.",
-			c.op.Name, g.Rule, g.Limit, c.key.ID, g.Count, g.RetryAt.UTC().Format(time.RFC3339), wait)
+		msg = fmt.Sprintf("keybrake refused %s: velocity limit %q allows %d in its window on vault key %s and %d were made; it frees up at %s (Retry-After: %ds). Nothing was sent to %s.",
+			opName(c), g.Rule, g.Limit, c.key.ID, g.Count, g.RetryAt.UTC().Format(time.RFC3339), wait, c.vendorTitle())
 	default:
-		status, code = http.StatusForbidden, "keybrake_key_suspended"
-		msg = fmt.Sprintf("keybrake refused %s and suspended vault key %s: breaker rule %s tripped. The key refuses every request until an operator resumes it (POST /vault/keys/%s/resume). Nothing was sent to Stripe.",
-			c.op.Name, c.key.ID, g.Rule, c.key.ID)
+		status, code, kbcode = http.StatusForbidden, "keybrake_key_suspended", keybrake.EFORBIDDEN
+		msg = fmt.Sprintf("keybrake refused %s and suspended vault key %s: breaker rule %s tripped. The key refuses every request until an operator resumes it (POST /vault/keys/%s/resume). Nothing was sent to %s.",
+			opName(c), c.key.ID, g.Rule, c.key.ID, c.vendorTitle())
 		p.s.evictKey(c.key.ID)
 		p.s.metrics.suspended(g.Rule)
 	}
@@ -92,8 +93,7 @@ func (p *proxy) guardRefused(w http.ResponseWriter, r *http.Request, c *call, g 
 	if g.Guard != keybrake.GuardBreaker {
 		p.countRefusal(c, msg)
 	}
-	w.Header().Set("Stripe-Should-Retry", "false")
-	writeJSON(w, status, stripeError{Error: stripeErrorBody{Type: "invalid_request_error", Code: code, Message: msg, Keybrake: g}})
+	c.v.WriteError(w, r, &refusal{err: &keybrake.Error{Code: kbcode, Message: msg}, status: status, typ: "invalid_request_error", code: code, retry: "false", detail: g})
 }
 
 // countRefusal reports a cap or policy refusal to the key's breaker, which
@@ -107,7 +107,7 @@ func (p *proxy) countRefusal(c *call, reason string) {
 		return
 	}
 	fp := ""
-	if c.form != nil && c.op.Name != "" {
+	if c.req != nil {
 		fp = c.fingerprint()
 	}
 	suspended, err := p.s.Store.CountRefusal(context.Background(), keybrake.RefusalArgs{KeyID: k.ID, Fingerprint: fp, Reason: reason, Now: p.s.Now()})

@@ -15,68 +15,64 @@ import (
 // forward and settlement unless the replica died.
 const lockMargin = 30 * time.Second
 
-// holdObject runs the request path's reserve step for an operation on an
-// existing money object (stripe.HoldsObject): it locks the object against
-// every other write through keybrake, on every replica, and makes sure the
-// key holds the most the object can move once the request has run. A live
+// holdObject runs the request path's reserve step for a request on an
+// existing money object of a Holder: it locks the object against every
+// other write through keybrake, on every replica, and makes sure the key
+// holds the most the object can move once the request has run. A live
 // hold made by an earlier request is raised by the difference when the
 // request raises the amount (RaiseHold, under every cap); with nothing
 // held, the request is priced (by lookup) and reserved like a new one and
 // becomes the object's hold. A cancel reserves nothing. The caller unlocks.
 // It writes the refusal and returns false when the request must not be
 // forwarded.
-func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, form *stripe.Form) bool {
+func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Holder, object string, cancel bool) bool {
 	s := p.s
 	now := s.Now()
 	hold, err := s.Store.LockObject(r.Context(), keybrake.LockArgs{
-		KeyID: c.key.ID, ObjectID: c.op.ID, Owner: c.requestID,
+		KeyID: c.key.ID, ObjectID: object, Owner: c.requestID,
 		Now: now, Until: now.Add(s.UpstreamTimeout + lockMargin),
 	})
 	if keybrake.ErrorCode(err) == keybrake.ECONFLICT {
-		p.lockTimeout(w, r, c)
+		p.lockTimeout(w, r, c, object)
 		return false
 	} else if err != nil {
-		p.deny(w, r, c, storeError(err), nil)
+		p.deny(w, r, c, c.storeError(err), nil)
 		return false
 	}
-	c.lock = c.op.ID
-	if c.op.Action == "cancel" {
+	c.lock = object
+	if cancel {
 		if hold != nil && hold.Live() {
 			c.rsv, c.held = hold, true
 		}
 		return true
 	}
 	if hold == nil || !hold.Live() {
-		price := func() (stripe.Price, error) { return p.pricer.Target(r.Context(), c.op, form, c.account, nil) }
-		if !p.reserve(w, r, c, form, price) {
+		price := func() (VendorCost, error) { return h.Target(r.Context(), c.key, c.req, nil) }
+		if !p.reserve(w, r, c, price) {
 			return false
 		}
-		if !c.replay {
-			p.link(r.Context(), c, c.op.ID)
+		if !c.replay && c.rsv != nil {
+			p.link(r.Context(), c, object)
 		}
 		return true
 	}
-	held := stripe.Price{Amount: hold.Amount, Currency: hold.Currency, Micros: hold.Micros}
-	target, err := p.pricer.Target(r.Context(), c.op, form, c.account, &held)
+	held := VendorCost{Amount: hold.Amount, Currency: hold.Currency, Micros: hold.Micros}
+	target, err := h.Target(r.Context(), c.key, c.req, &held)
 	if err != nil {
 		p.deny(w, r, c, err, nil)
 		return false
 	}
-	c.price, c.priced = target, true
-	if err := p.checkCurrency(c.key, target.Currency); err != nil {
-		p.deny(w, r, c, err, nil)
-		return false
-	}
+	c.cost, c.priced = target, true
 	c.rsv, c.held = hold, true
 	if target.Micros <= hold.Micros {
 		return true
 	}
-	if _, ok := p.approve(w, r, c, target); !ok { // approval.go: raising past the threshold waits too
+	if _, ok := p.approve(w, r, c); !ok { // approval.go: raising past the threshold waits too
 		return false
 	}
 	res, err := s.Store.RaiseHold(r.Context(), keybrake.RaiseArgs{ID: hold.ID, Amount: target.Amount, Currency: target.Currency, Micros: target.Micros, Now: now})
 	if err != nil {
-		p.deny(w, r, c, storeError(err), nil)
+		p.deny(w, r, c, c.storeError(err), nil)
 		return false
 	}
 	if res.OverCap != nil {
@@ -122,23 +118,22 @@ func (s *Server) link(ctx context.Context, rsv *keybrake.Reservation, object str
 // lockTimeout refuses a request whose object another request is writing
 // through keybrake, as Stripe itself answers concurrent writes to one
 // object (429 lock_timeout, which Stripe's SDKs retry on their own).
-func (p *proxy) lockTimeout(w http.ResponseWriter, r *http.Request, c *call) {
-	msg := fmt.Sprintf("This object (%s) cannot be accessed right now because another API request through keybrake is modifying it. Retry later. Nothing was sent to Stripe.", c.op.ID)
+func (p *proxy) lockTimeout(w http.ResponseWriter, r *http.Request, c *call, object string) {
+	msg := fmt.Sprintf("This object (%s) cannot be accessed right now because another API request through keybrake is modifying it. Retry later. Nothing was sent to %s.", object, c.vendorTitle())
 	p.s.metrics.decision(opName(c), "lock_timeout")
 	p.audit(r, c, keybrake.DecisionDeny, msg, 0, "")
-	w.Header().Set("Stripe-Should-Retry", "true")
-	writeJSON(w, http.StatusTooManyRequests, stripeError{Error: stripeErrorBody{Type: "invalid_request_error", Code: "lock_timeout", Message: msg}})
+	c.v.WriteError(w, r, &refusal{err: &keybrake.Error{Code: keybrake.EOVERCAP, Message: msg}, status: http.StatusTooManyRequests, code: "lock_timeout", retry: "true"})
 }
 
 // settleHold applies an upstream answer to the hold of the object the
 // request acted on. Only a 2xx changes it: an error answer leaves the
 // object as it was (a declined confirmation leaves the intent confirmable),
 // and a lost answer leaves the hold counted in full for the sweeper.
-func (p *proxy) settleHold(ctx context.Context, c *call, status int, out stripe.Outcome) string {
-	if status < 200 || status >= 300 {
+func (p *proxy) settleHold(ctx context.Context, c *call, status int, out VendorOutcome) string {
+	if status < 200 || status >= 300 || !out.Final {
 		return fmt.Sprintf("hold %s unchanged: upstream answered %d", c.rsv.ID, status)
 	}
-	args, reason := p.s.outcomeArgs(c.rsv, status, out)
+	args, reason := p.s.settleArgs(c.rsv, status, out)
 	updated, err := p.s.settleOutcome(context.WithoutCancel(ctx), c.rsv, args)
 	if err != nil {
 		p.s.logger().Error("settling a hold failed; it stays counted", "reservation", c.rsv.ID, "err", err)
@@ -148,49 +143,59 @@ func (p *proxy) settleHold(ctx context.Context, c *call, status int, out stripe.
 	return reason
 }
 
-// outcomeArgs turns what a 2xx answer's object says about its money into
-// the settlement of rsv: settled at what moved, held at what can still move,
-// or released. An object above what was reserved raises an alarm: it is
-// logged, counted in keybrake_hold_exceeded_total and named in the reason,
-// and it is counted in full, never silently settled lower.
+// outcomeArgs turns what a 2xx answer's Stripe object says about its money
+// into the settlement of rsv (settleArgs), for the resolver and the hold
+// sweeper.
 func (s *Server) outcomeArgs(rsv *keybrake.Reservation, status int, out stripe.Outcome) (keybrake.SettleArgs, string) {
-	args := keybrake.SettleArgs{ID: rsv.ID, ObjectID: out.ID, UpstreamStatus: status, Now: s.Now()}
-	if !out.Known {
-		if rsv.State == keybrake.StateHeld {
-			args.State, args.SettledMicros, args.Amount, args.Currency = keybrake.StateHeld, rsv.Micros, rsv.Amount, rsv.Currency
-			return args, "held; the answer carried no amount"
-		}
-		args.State, args.Amount, args.Currency, args.SettledMicros = keybrake.StateSettled, rsv.Amount, rsv.Currency, rsv.Micros
-		return args, "settled"
+	return s.settleArgs(rsv, status, stripeOutcome(s.Rates, out))
+}
+
+// settleArgs turns a final outcome into the settlement of rsv: settled at
+// what moved, held at what can still move, or released. An answer without
+// an amount leaves a hold held. An amount above what was reserved raises
+// an alarm: it is logged, counted in keybrake_hold_exceeded_total and
+// named in the reason, and it is counted in full, never silently settled
+// lower.
+func (s *Server) settleArgs(rsv *keybrake.Reservation, status int, out VendorOutcome) (keybrake.SettleArgs, string) {
+	args := keybrake.SettleArgs{ID: rsv.ID, State: out.State, ObjectID: out.ObjectID, UpstreamStatus: status, Now: s.Now()}
+	reason := out.Reason
+	if out.State == keybrake.StateReleased {
+		args.Amount, args.Currency = out.Amount, out.Currency
+		return args, reason
 	}
-	m, err := s.Rates.ToMicros(out.Amount, out.Currency)
-	if err != nil {
-		// No rate for the answer's currency: never count less than reserved.
+	m := out.Micros
+	if out.AtReserved {
 		m = rsv.Micros
-		if out.State == keybrake.StateReleased {
-			m = 0
+	}
+	args.SettledMicros = m
+	switch {
+	case out.Currency != "":
+		args.Amount, args.Currency = out.Amount, out.Currency
+	case out.AtReserved:
+		args.Amount, args.Currency = rsv.Amount, rsv.Currency
+		if out.State == keybrake.StateSettled && rsv.State == keybrake.StateHeld {
+			args.State, reason = keybrake.StateHeld, "held; the answer carried no amount"
 		}
-	}
-	args.Amount, args.Currency = out.Amount, out.Currency
-	reason := ""
-	switch out.State {
-	case stripe.OutcomeReleased:
-		args.State = keybrake.StateReleased
-		reason = "released: the object ended without moving money"
-	case stripe.OutcomeHeld:
-		args.State, args.SettledMicros = keybrake.StateHeld, m
-		reason = fmt.Sprintf("held: %s %s can still move without keybrake", formatMinor(out.Amount, out.Currency), out.Object)
 	default:
-		args.State, args.SettledMicros = keybrake.StateSettled, m
-		reason = "settled"
+		args.Amount, args.Currency = usdCents(m), "usd"
 	}
-	if out.State != stripe.OutcomeReleased && m > rsv.Micros {
+	if m > rsv.Micros {
 		s.metrics.holdExceeded(rsv.Operation)
 		s.logger().Error("ALARM: upstream amount above what keybrake reserved; counted in full",
-			"reservation", rsv.ID, "key", rsv.KeyID, "object", out.ID, "reserved_usd", rsv.Micros.String(), "upstream_usd", m.String())
+			"reservation", rsv.ID, "key", rsv.KeyID, "object", out.ObjectID, "reserved_usd", rsv.Micros.String(), "upstream_usd", m.String())
 		reason = fmt.Sprintf("ALARM: upstream answered $%s, above the $%s reserved; counted in full. %s", m, rsv.Micros, reason)
 	}
 	return args, reason
+}
+
+// settleFor settles rsv as args says; a Holder's reservation that becomes
+// held is linked to its object (settleOutcome), another vendor's held
+// reservation (a price not known yet) is not an object keybrake sweeps.
+func (s *Server) settleFor(ctx context.Context, v Vendor, rsv *keybrake.Reservation, args keybrake.SettleArgs) (*keybrake.Reservation, error) {
+	if _, ok := v.(Holder); ok {
+		return s.settleOutcome(ctx, rsv, args)
+	}
+	return s.Store.Settle(ctx, args)
 }
 
 // settleOutcome settles rsv as args says and, when the object can still

@@ -149,12 +149,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, proxy, admin bool
 	}
 	raw := r.URL.EscapedPath()
 	switch {
-	case proxy && strings.HasPrefix(raw, "/stripe/"):
-		s.proxy.serve(w, r, strings.TrimPrefix(raw, "/stripe"))
 	case proxy && strings.HasPrefix(raw, "/v1/"):
-		s.proxy.serve(w, r, raw)
-	case proxy && (strings.HasPrefix(raw, "/twilio/") || strings.HasPrefix(raw, "/resend/")):
-		s.serveVendor(w, r, raw) // vendor_route.go
+		s.proxy.serve(w, r, s.stripeRoute(), raw) // Stripe's API without its prefix
+	case proxy && s.routesVendor(raw):
+		s.serveVendor(w, r, raw) // vendor_route.go: /stripe/…, /twilio/…, /resend/…
 	case proxy && raw == "/mcp":
 		s.mcp.ServeHTTP(w, r)
 	case raw == "/healthz":

@@ -17,7 +17,7 @@ import (
 // payment intent being confirmed, what is left to refund) by retrieving the
 // object upstream with the real key. Retrieval is always current, also when
 // another replica or the dashboard changed the object meanwhile.
-type upstreamLookup struct{ p *proxy }
+type upstreamLookup struct{ s *Server }
 
 var _ stripe.Lookup = (*upstreamLookup)(nil)
 
@@ -80,7 +80,7 @@ func (l *upstreamLookup) Refundable(ctx context.Context, chargeID, paymentIntent
 // object that does not exist); anything else failing is EUNAVAILABLE, since
 // keybrake cannot price the request and must not forward it unpriced.
 func (l *upstreamLookup) get(ctx context.Context, path, account string, v any) error {
-	s := l.p.s
+	s := l.s
 	u := *s.Upstream
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -114,7 +114,7 @@ func (l *upstreamLookup) get(ctx context.Context, path, account string, v any) e
 
 // objectCustomer returns the customer of a payment intent (pi_) or charge
 // (ch_, py_), "" when it has none. Any other id is EINVALID.
-func (p *proxy) objectCustomer(ctx context.Context, id, account string) (string, error) {
+func (v *stripeVendor) objectCustomer(ctx context.Context, id, account string) (string, error) {
 	var path string
 	switch {
 	case strings.HasPrefix(id, "pi_"):
@@ -125,7 +125,7 @@ func (p *proxy) objectCustomer(ctx context.Context, id, account string) (string,
 		return "", keybrake.Errorf(keybrake.EINVALID, "keybrake cannot tell which customer %q belongs to.", id)
 	}
 	var obj lookedUp
-	if err := (&upstreamLookup{p: p}).get(ctx, path, account, &obj); err != nil {
+	if err := (&upstreamLookup{s: v.s}).get(ctx, path, account, &obj); err != nil {
 		return "", err
 	}
 	switch v := obj.Customer.(type) {

@@ -103,7 +103,7 @@ func (m *mcpServer) close() {
 // it, and hands the request to the SDK's Streamable HTTP handler.
 func (m *mcpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(mcpRPCIDHeader)
-	key, err := m.s.proxy.authenticate(r)
+	key, err := m.s.proxy.authenticate(r, m.s.stripeRoute())
 	if key == nil {
 		m.unauthorized(w, err)
 		return
@@ -381,7 +381,7 @@ func toolVisible(key *keybrake.Key, t *mcpTool) bool {
 		return false
 	}
 	for _, op := range t.operations() {
-		if endpointAllowed(key.AllowedEndpoints, op) {
+		if endpointAllowed(key.AllowedEndpoints, op.Name, op.Path) {
 			return true
 		}
 	}

@@ -91,7 +91,7 @@ func (m *mcpServer) run(ctx context.Context, req *mcp.CallToolRequest, tool, met
 	r.Header.Set("User-Agent", "keybrake-mcp ("+truncate(origin.client, 100)+")")
 	if method == http.MethodPost {
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		key, err := m.s.proxy.authenticate(r)
+		key, err := m.s.proxy.authenticate(r, m.s.stripeRoute())
 		if key != nil {
 			if k := mcpIdempotencyKey(key.ID, idem, origin.session, h.Get(mcpRPCIDHeader)); k != "" {
 				r.Header.Set("Idempotency-Key", k)
@@ -101,7 +101,7 @@ func (m *mcpServer) run(ctx context.Context, req *mcp.CallToolRequest, tool, met
 		}
 	}
 	rec := newRecorder()
-	m.s.proxy.serve(rec, r, path)
+	m.s.proxy.serve(rec, r, m.s.stripeRoute(), path)
 	if rec.status == http.StatusUnauthorized {
 		m.end(origin.session)
 	}
@@ -185,7 +185,7 @@ func (m *mcpServer) result(ctx context.Context, r *http.Request, tool string, re
 		text.WriteString(" Nothing was counted against the vault key.")
 	}
 	structured := map[string]any{"status": rec.status, "error": v}
-	if key, _ := m.s.proxy.authenticate(r); key != nil && rec.status != http.StatusUnauthorized {
+	if key, _ := m.s.proxy.authenticate(r, m.s.stripeRoute()); key != nil && rec.status != http.StatusUnauthorized {
 		if b, err := m.s.budget(ctx, key, m.s.Now()); err == nil {
 			text.WriteString("\n" + remainingText(b))
 			structured["budget"] = b

@@ -100,7 +100,7 @@ func (m *metrics) upstream(c *call, status int) {
 
 func (m *metrics) reserved(c *call, replay bool) {
 	if !replay {
-		m.reservedM.WithLabelValues(m.label(opName(c))).Add(float64(c.price.Micros))
+		m.reservedM.WithLabelValues(m.label(opName(c))).Add(float64(c.cost.Micros))
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 func (p *proxy) serveOwnKey(w http.ResponseWriter, r *http.Request, c *call) {
 	b, err := p.s.budget(r.Context(), c.key, p.s.Now())
 	if err != nil {
-		p.s.writeStripeError(w, r, storeError(err), nil)
+		c.v.WriteError(w, r, c.storeError(err))
 		return
 	}
 	if b.Total.Remaining != nil {

@@ -3,8 +3,6 @@ package http
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +15,6 @@ import (
 	"time"
 
 	"github.com/keybrake/keybrake"
-	"github.com/keybrake/keybrake/stripe"
 )
 
 // Stripe forgets an Idempotency-Key after 24 hours; a reservation older than
@@ -28,44 +25,37 @@ const idempotencyWindow = 24 * time.Hour
 // settle it. Stripe objects are kilobytes.
 const maxUpstreamBody = 8 << 20
 
-// metadataKey is the metadata field keybrake adds to the objects it creates,
-// so the resolver can find them after Stripe's idempotency window.
-const metadataKey = "keybrake_idempotency_key"
-
-// proxy forwards Stripe API requests after deciding, pricing and reserving.
+// proxy forwards every vendor's API requests after deciding, pricing and
+// reserving: one request path, asking the Vendor only what differs.
 type proxy struct {
-	s      *Server
-	rp     *httputil.ReverseProxy
-	pricer *stripe.Pricer
+	s  *Server
+	rp *httputil.ReverseProxy
 }
 
 // call is the state of one proxied request, carried in its context from the
 // wrapping handler to ModifyResponse and ErrorHandler.
 type call struct {
-	start     time.Time
-	requestID string
-	key       *keybrake.Key
-	op        stripe.Operation
-	env       envelope // the parsed headers
-	account   string   // the effective connected account (env.Account)
-	idemKey   string
-	form      *stripe.Form
-	body      []byte // forwarded body
-	price     stripe.Price
-	priced    bool
-	rsv       *keybrake.Reservation // the reservation this request made or replays, or the hold it acts on
-	replay    bool
-	held      bool   // rsv is the hold of the object the request acts on, made by an earlier request
-	lock      string // the object this request has locked (HoldService.LockObject), "" for none
-	settled   bool
-	note      string // added to the audit reason (a guard overridden)
+	start      time.Time
+	requestID  string
+	v          Vendor
+	upstream   *url.URL
+	key        *keybrake.Key
+	req        *VendorRequest // nil until parsed
+	clientIdem string         // the Idempotency-Key the client sent, "" for none
+	idemKey    string         // the reservation's key: the client's, or keybrake's own
+	cost       VendorCost
+	priced     bool
+	rsv        *keybrake.Reservation // the reservation this request made or replays, or the hold it acts on
+	replay     bool
+	held       bool   // rsv is the hold of the object the request acts on, made by an earlier request
+	lock       string // the object this request has locked (HoldService.LockObject), "" for none
+	note       string // added to the audit reason (a guard overridden, an approval)
 }
 
 type callKey struct{}
 
 func newProxy(s *Server) *proxy {
 	p := &proxy{s: s}
-	p.pricer = &stripe.Pricer{Rates: s.Rates, Lookup: &upstreamLookup{p: p}}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      s.Transport,
@@ -76,103 +66,151 @@ func newProxy(s *Server) *proxy {
 	return p
 }
 
-// serve handles one request to the Stripe API. path is the escaped path
-// with any /stripe prefix removed.
-func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
+// serve handles one request to vendor vr's API. path is the escaped path
+// after the vendor's route prefix. Every vendor's request runs these steps,
+// in this order; what differs is the Vendor's.
+func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, path string) {
 	s := p.s
-	c := &call{start: s.Now(), requestID: randomID("kbreq_", 20)}
+	c := &call{start: s.Now(), requestID: randomID("kbreq_", 20), v: vr.Vendor, upstream: vr.upstream}
 	w.Header().Set("Keybrake-Request-Id", c.requestID)
-	if !s.checkAuthLimit(w, r, true) {
+	// authlimit.go writes Stripe's shape or a plain one; it is being
+	// reworked, and should then render through Vendor.WriteError.
+	if !s.checkAuthLimit(w, r, c.v.Name() == keybrake.VendorStripe) {
 		return
 	}
-
-	key, err := p.authenticate(r)
+	key, err := p.authenticate(r, c.v)
 	if err != nil {
 		p.unauthorized(w, r, c, key, err)
 		return
 	}
 	c.key = key
-	if c.env, err = parseEnvelope(r); err != nil {
+	if c.req, err = p.parse(r, c, path); err != nil {
 		p.deny(w, r, c, err, nil)
 		return
 	}
-	c.account = c.env.Account
-	op, err := stripe.ParseOperation(r.Method, path)
-	if err != nil {
-		p.deny(w, r, c, err, nil)
-		return
-	}
-	c.op = op
-
-	if op.Name == "keybrake.key" && r.Method == http.MethodGet {
+	if c.req.Operation == ownKeyOperation && r.Method == http.MethodGet {
 		p.serveOwnKey(w, r, c)
 		return
 	}
-	form, err := p.readForm(r, c)
-	if err == nil {
-		err = refuseCardData(form)
-	}
-	if err != nil {
+	if err := p.decide(r.Context(), r, c); err != nil {
 		p.deny(w, r, c, err, nil)
 		return
 	}
-	c.form = form
-	class := stripe.Classify(op, form)
-	if err := p.decide(r.Context(), c, form, class); err != nil {
-		p.deny(w, r, c, err, nil)
-		return
-	}
-	if r.Method == http.MethodPost {
-		if err := p.idempotencyKey(r, c); err != nil {
-			p.deny(w, r, c, err, nil)
-			return
-		}
-		if err := checkTag(c, form); err != nil {
-			p.deny(w, r, c, err, nil)
-			return
-		}
-	}
-	if class == stripe.ClassPriced && stripe.HoldsObject(op) {
-		defer p.unlock(c)
-		if ok := p.holdObject(w, r, c, form); !ok {
-			return
-		}
-	} else if class == stripe.ClassPriced {
-		price := func() (stripe.Price, error) { return p.pricer.Price(r.Context(), c.op, form, c.account) }
-		if ok := p.reserve(w, r, c, form, price); !ok {
+	c.assignIdempotencyKey()
+	if c.req.Class == ClassPriced {
+		defer p.unlock(c) // the object holdObject locked, if any
+		if ok := p.admit(w, r, c); !ok {
 			return
 		}
 	}
 	p.forward(w, r, c)
 }
 
-// authenticate finds the vault key in Authorization: Bearer, or Basic with
-// the key as user name as `curl -u vault_key_…:` sends it. A revoked or
-// expired key is returned with its EUNAUTHORIZED, so the refusal is
-// audited on it.
-func (p *proxy) authenticate(r *http.Request) (*keybrake.Key, error) {
-	secret := ""
-	h := r.Header.Get("Authorization")
-	switch {
-	case strings.HasPrefix(h, "Bearer "):
-		secret = strings.TrimSpace(strings.TrimPrefix(h, "Bearer "))
-	case strings.HasPrefix(h, "Basic "):
-		raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(h, "Basic "))
-		if err == nil {
-			secret, _, _ = strings.Cut(string(raw), ":")
-		}
-	}
-	if secret == "" {
-		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "You did not provide an API key. keybrake expects your vault key in the Authorization header (Bearer vault_key_…).")
-	}
-	if !strings.HasPrefix(secret, keybrake.VaultKeyPrefix) || len(secret) > 128 {
-		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s. keybrake only accepts vault keys (vault_key_…); the real Stripe secret stays with keybrake.", redact(secret))
+// authenticate finds the key of the vault key the vendor's convention
+// carries. A key of another vendor is refused: a Stripe key cannot send
+// SMS. A revoked or expired key is returned with its EUNAUTHORIZED, so the
+// refusal is audited on it.
+func (p *proxy) authenticate(r *http.Request, v Vendor) (*keybrake.Key, error) {
+	secret, err := v.Authenticate(r)
+	if err != nil {
+		return nil, err
 	}
 	k, err := p.s.keyBySecret(r.Context(), secret)
-	if err == nil && k.Vendor != "" && k.Vendor != keybrake.VendorStripe {
-		return k, keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is for %s; it may not call stripe.", k.Vendor)
+	if err == nil && keyVendor(k) != v.Name() {
+		return k, keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is for %s; it may not call %s.", k.Vendor, v.Name())
 	}
 	return k, err
+}
+
+// keyVendor is the vendor k may call; keys made before vendors existed
+// have none and call Stripe.
+func keyVendor(k *keybrake.Key) string {
+	if k.Vendor == "" {
+		return keybrake.VendorStripe
+	}
+	return k.Vendor
+}
+
+// parse reads the bounded body and has the vendor name, parse and classify
+// the request, filling in the defaults of what it left empty.
+func (p *proxy) parse(r *http.Request, c *call, path string) (*VendorRequest, error) {
+	body, err := p.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.v.Parse(ParseArgs{Request: r, KeyID: c.key.ID, Method: r.Method, Path: path, RawQuery: r.URL.RawQuery, Query: r.URL.Query(), Header: r.Header, Body: body})
+	if err != nil {
+		return nil, err
+	}
+	if req.Label == "" {
+		req.Label = c.v.Name() + "." + req.Operation
+	}
+	if req.Record == "" {
+		req.Record = "/" + c.v.Name() + req.Path
+	}
+	return req, nil
+}
+
+// readBody reads a bounded body; GET and DELETE take none.
+func (p *proxy) readBody(r *http.Request) ([]byte, error) {
+	if r.Method == http.MethodGet || r.Method == http.MethodDelete {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, p.s.MaxBodyBytes+1))
+	if err != nil {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "Could not read the request body.")
+	}
+	if int64(len(body)) > p.s.MaxBodyBytes {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "The request body is larger than %d bytes.", p.s.MaxBodyBytes)
+	}
+	return body, nil
+}
+
+// decide applies the key's policy: the endpoint allowlist, the vendor's
+// own scope (Vendor.Decide), and the refusal of what may move money but
+// cannot be priced. Guards, approvals and caps are applied when reserving.
+func (p *proxy) decide(ctx context.Context, r *http.Request, c *call) error {
+	k, req := c.key, c.req
+	if !endpointAllowed(k.AllowedEndpoints, req.Operation, req.Path) {
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not call %s (%s %s). Allowed: %s.", req.Operation, r.Method, req.Path, allowedList(k.AllowedEndpoints))
+	}
+	if err := c.v.Decide(ctx, k, req); err != nil {
+		return err
+	}
+	if req.Class == ClassUnpriced && !k.AllowUnpriced {
+		why := ""
+		if req.Reason != "" {
+			why = " (" + req.Reason + ")"
+		}
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake cannot price %s%s, which may move money, so this capped vault key refuses it (fail closed). An operator can set allow_unpriced on the key to permit it without counting it.", req.Operation, why)
+	}
+	return nil
+}
+
+// assignIdempotencyKey gives the request the key its reservation is
+// recorded under: the client's, or keybrake's own, which is also sent
+// upstream when the vendor replays by it, so the resolver can replay
+// safely.
+func (c *call) assignIdempotencyKey() {
+	c.clientIdem, c.idemKey = c.req.IdempotencyKey, c.req.IdempotencyKey
+	if c.idemKey != "" || !c.req.Idempotent && c.req.Class != ClassPriced {
+		return
+	}
+	c.idemKey = randomID("kb_", 32)
+	if c.req.Idempotent {
+		c.req.IdempotencyKey = c.idemKey
+	}
+}
+
+// admit runs the reserve step of a priced request: on an existing money
+// object of a Holder, its hold (hold.go); otherwise a new reservation.
+func (p *proxy) admit(w http.ResponseWriter, r *http.Request, c *call) bool {
+	if h, ok := c.v.(Holder); ok {
+		if object, cancel := h.HeldObject(c.req); object != "" {
+			return p.holdObject(w, r, c, h, object, cancel)
+		}
+	}
+	return p.reserve(w, r, c, func() (VendorCost, error) { return c.v.Price(r.Context(), c.key, c.req) })
 }
 
 // keyBySecret finds the key of a vault key, for every vendor's route. A
@@ -211,81 +249,50 @@ func storeError(err error) error {
 	return err
 }
 
-// readForm reads and parses the body (POST) or query (GET) strictly.
-func (p *proxy) readForm(r *http.Request, c *call) (*stripe.Form, error) {
-	if r.Method == http.MethodGet || r.Method == http.MethodDelete {
-		return parseForm(r.URL.RawQuery)
+// storeError is storeError for this call's vendor.
+func (c *call) storeError(err error) error {
+	if isUnavailable(err) || keybrake.ErrorCode(err) == keybrake.EINTERNAL {
+		retry := "."
+		if c.req != nil && c.req.Idempotent {
+			retry = " with the same Idempotency-Key."
+		}
+		return &keybrake.Error{Code: keybrake.EUNAVAILABLE, Message: "keybrake's store is unavailable, so nothing was forwarded to " + c.vendorTitle() + ". Retry later" + retry}
 	}
-	if r.Method != http.MethodPost {
-		return nil, keybrake.Errorf(keybrake.EINVALID, "Unsupported method %s; the Stripe API takes GET, POST and DELETE.", r.Method)
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, p.s.MaxBodyBytes+1))
-	if err != nil {
-		return nil, keybrake.Errorf(keybrake.EINVALID, "Could not read the request body.")
-	}
-	if int64(len(body)) > p.s.MaxBodyBytes {
-		return nil, keybrake.Errorf(keybrake.EINVALID, "The request body is larger than %d bytes.", p.s.MaxBodyBytes)
-	}
-	if r.URL.RawQuery != "" {
-		return nil, keybrake.Errorf(keybrake.EINVALID, "POST parameters must be in the body, not the query string.")
-	}
-	c.body = body
-	return parseForm(string(body))
+	return err
 }
 
-// idempotencyKey takes the client's Idempotency-Key or makes one, so that
-// every POST can be replayed safely by the resolver.
-func (p *proxy) idempotencyKey(r *http.Request, c *call) error {
-	k := c.env.IdempotencyKey
-	if len(k) > 255 {
-		return keybrake.ErrorParam("Idempotency-Key", "Idempotency-Key is %d characters; Stripe accepts at most 255.", len(k))
-	}
-	if k == "" {
-		k = randomID("kb_", 32)
-	}
-	c.idemKey = k
-	return nil
-}
-
-// fingerprint identifies the request so a reused Idempotency-Key with other
-// parameters, account or API version is told apart from a replay; see
-// stripe.Fingerprint for why parameter order does not count.
+// fingerprint identifies the request so a reused idempotency key with
+// other parameters is told apart from a replay; Stripe's covers the
+// account and API version and ignores parameter order (stripe.Fingerprint).
 func (c *call) fingerprint() string {
-	return stripe.Fingerprint(stripe.FingerprintArgs{KeyID: c.key.ID, Operation: c.op.Name, Path: c.op.Path, Account: c.account, Version: c.env.Version, Form: c.form})
+	if c.req.Fingerprint != "" {
+		return c.req.Fingerprint
+	}
+	return c.v.Name() + ":" + c.req.Operation + ":" + HashSecret(string(c.req.Body))
 }
 
-// reserve prices the operation with price and reserves it against every
-// cap of the key. It writes the refusal and returns false when the request
-// must not be forwarded.
-func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *stripe.Form, price func() (stripe.Price, error)) bool {
+// reserve prices the request with price and reserves its amount and count
+// against every cap, count and guard of the key, in one store transaction.
+// It writes the refusal and returns false when the request must not be
+// forwarded.
+func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, price func() (VendorCost, error)) bool {
 	s := p.s
-	if cur, ok := form.Get("currency"); ok && !c.key.Caps.Any() && c.key.Approval.IsZero() {
-		if _, hasRate := s.Rates.Rate(cur); !hasRate {
-			// An uncapped key only tracks spend; with no rate there is
-			// nothing to count, so forward without reserving.
-			if err := p.checkCurrency(c.key, strings.ToLower(cur)); err != nil {
-				p.deny(w, r, c, err, nil)
-				return false
-			}
-			c.body = p.withMetadata(c, form)
-			return true
-		}
-	}
-	pr, err := price()
+	cost, err := price()
 	if err != nil {
-		if keybrake.ErrorCode(err) == keybrake.EFORBIDDEN && strings.HasPrefix(keybrake.ErrorMessage(err), "no exchange rate") {
-			err = keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: %s, so it cannot count this amount against the key's USD caps. Ask the operator to add the currency to --rates.", c.op.Name, keybrake.ErrorMessage(err))
-		}
 		p.deny(w, r, c, err, nil)
 		return false
 	}
-	c.price, c.priced = pr, true
-	if err := p.checkCurrency(c.key, pr.Currency); err != nil {
-		p.deny(w, r, c, err, nil)
-		return false
+	if cost.Forward != nil {
+		c.req.Body = cost.Forward
 	}
-	c.body = p.withMetadata(c, form)
-	approval, ok := p.approve(w, r, c, pr) // approval.go: a person first, above the key's threshold
+	if cost.Untracked {
+		return true
+	}
+	if cost.Currency == "" {
+		cost.Amount, cost.Currency = usdCents(cost.Micros), "usd"
+	}
+	c.cost, c.priced = cost, true
+	approval, ok := p.approve(w, r, c) // approval.go: a person first, above the key's threshold
 	if !ok {
 		return false
 	}
@@ -295,36 +302,30 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 		KeyID:          c.key.ID,
 		IdempotencyKey: c.idemKey,
 		Fingerprint:    c.fingerprint(),
-		Operation:      c.op.Name,
-		Amount:         pr.Amount,
-		Currency:       pr.Currency,
-		Micros:         pr.Micros,
+		Operation:      c.req.Label,
+		Amount:         cost.Amount,
+		Currency:       cost.Currency,
+		Micros:         cost.Micros,
+		CountKind:      cost.CountKind,
+		Count:          cost.Count,
 		Request: keybrake.UpstreamRequest{
 			Method:        r.Method,
-			Path:          c.op.Path,
-			Body:          string(c.body),
-			StripeAccount: c.account,
-			StripeVersion: c.env.Version,
+			Path:          c.req.Record,
+			Body:          string(c.req.Body),
+			StripeAccount: c.req.Account,
+			StripeVersion: c.req.Version,
 		},
 	}
-	guardInputs(r, c, form, rsv)
+	guardInputs(r, c, rsv)
 	res, err := s.Store.Reserve(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: now})
-	if err != nil {
-		p.deny(w, r, c, storeError(err), nil)
-		return false
-	}
-	if res.OverCap != nil {
-		p.overCap(w, r, c, res.OverCap)
-		return false
-	}
-	if res.Guard != nil {
-		p.guardRefused(w, r, c, res.Guard)
+	if !p.reserved(w, r, c, res, err) {
 		return false
 	}
 	c.rsv, c.replay = res.Reservation, res.Replay
 	if res.Replay {
 		if res.Reservation.Fingerprint != rsv.Fingerprint {
-			p.deny(w, r, c, &keybrake.Error{Code: keybrake.EINVALID, Param: "Idempotency-Key", Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. keybrake refused this request without forwarding it."}, nil)
+			p.deny(w, r, c, &refusal{err: &keybrake.Error{Code: keybrake.ECONFLICT, Param: "Idempotency-Key", Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. keybrake refused this request without forwarding it."},
+				status: http.StatusBadRequest, code: "parameter_invalid"}, nil)
 			return false
 		}
 		if prev := res.Reservation; prev.State == keybrake.StateReleased && prev.UpstreamStatus != http.StatusPaymentRequired {
@@ -345,19 +346,10 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 }
 
 // rearm reserves again the released reservation of a retried
-// Idempotency-Key whose first answer Stripe did not save.
+// Idempotency-Key whose first answer the vendor did not save.
 func (p *proxy) rearm(w http.ResponseWriter, r *http.Request, c *call, rsv *keybrake.Reservation, now time.Time) bool {
 	res, err := p.s.Store.Rearm(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: now})
-	if err != nil {
-		p.deny(w, r, c, storeError(err), nil)
-		return false
-	}
-	if res.OverCap != nil {
-		p.overCap(w, r, c, res.OverCap)
-		return false
-	}
-	if res.Guard != nil {
-		p.guardRefused(w, r, c, res.Guard)
+	if !p.reserved(w, r, c, res, err) {
 		return false
 	}
 	c.rsv, c.replay = res.Reservation, false
@@ -365,31 +357,22 @@ func (p *proxy) rearm(w http.ResponseWriter, r *http.Request, c *call, rsv *keyb
 	return true
 }
 
-// checkCurrency applies the key's currency allowlist.
-func (p *proxy) checkCurrency(k *keybrake.Key, currency string) error {
-	if len(k.AllowedCurrencies) == 0 || contains(k.AllowedCurrencies, currency) {
-		return nil
+// reserved writes the refusal of a reservation the store refused (a cap,
+// a count, a guard) or could not make, and reports whether it was made.
+func (p *proxy) reserved(w http.ResponseWriter, r *http.Request, c *call, res keybrake.ReserveResult, err error) bool {
+	switch {
+	case err != nil:
+		p.deny(w, r, c, c.storeError(err), nil)
+	case res.OverCap != nil:
+		p.overCap(w, r, c, res.OverCap)
+	case res.OverCount != nil:
+		p.overCount(w, r, c, res.OverCount)
+	case res.Guard != nil:
+		p.guardRefused(w, r, c, res.Guard)
+	default:
+		return true
 	}
-	return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not move %s; allowed currencies: %s.", strings.ToUpper(currency), strings.Join(k.AllowedCurrencies, ", "))
-}
-
-// withMetadata adds metadata[keybrake_idempotency_key] to creations that
-// take metadata, so the resolver can find the object by search after
-// Stripe's idempotency window. The result is deterministic for one key, so
-// a replay forwards the identical body.
-func (p *proxy) withMetadata(c *call, form *stripe.Form) []byte {
-	if !tagged(c.op) || c.idemKey == "" {
-		return c.body
-	}
-	md := form.Map("metadata")
-	if _, ok := md[metadataKey]; ok || len(md) >= 50 {
-		return c.body
-	}
-	extra := url.QueryEscape("metadata["+metadataKey+"]") + "=" + url.QueryEscape(c.idemKey)
-	if len(c.body) == 0 {
-		return []byte(extra)
-	}
-	return append(append(append([]byte{}, c.body...), '&'), extra...)
+	return false
 }
 
 // overCap writes the 429 that names the window, the cap, what is spent and
@@ -408,16 +391,23 @@ func (p *proxy) overCap(w http.ResponseWriter, r *http.Request, c *call, o *keyb
 	w.Header().Set("Keybrake-Requested-Usd", o.Requested.String())
 	var msg string
 	if o.Window == keybrake.WindowPerRequest {
-		msg = fmt.Sprintf("keybrake refused %s: $%s is over the per-request cap of $%s on vault key %s. Nothing was sent to Stripe.", c.op.Name, o.Requested, o.Cap, c.key.ID)
+		msg = fmt.Sprintf("keybrake refused %s: $%s is over the per-request cap of $%s on vault key %s. Nothing was sent to %s.", opName(c), o.Requested, o.Cap, c.key.ID, c.vendorTitle())
 	} else {
-		msg = fmt.Sprintf("keybrake refused %s: $%s would exceed the %s cap of $%s on vault key %s ($%s spent, $%s left; resets %s). Nothing was sent to Stripe.",
-			c.op.Name, o.Requested, o.Window, o.Cap, c.key.ID, o.Spent, o.Remaining(), reset)
+		msg = fmt.Sprintf("keybrake refused %s: $%s would exceed the %s cap of $%s on vault key %s ($%s spent, $%s left; resets %s). Nothing was sent to %s.",
+			opName(c), o.Requested, o.Window, o.Cap, c.key.ID, o.Spent, o.Remaining(), reset, c.vendorTitle())
 	}
-	err := &keybrake.Error{Code: keybrake.EOVERCAP, Message: msg}
-	p.deny(w, r, c, err, o)
+	p.deny(w, r, c, &keybrake.Error{Code: keybrake.EOVERCAP, Message: msg}, o)
 }
 
-// deny refuses the request without forwarding it and records why.
+// overCount writes the 429 of a daily count cap.
+func (p *proxy) overCount(w http.ResponseWriter, r *http.Request, c *call, o *keybrake.OverCount) {
+	msg := fmt.Sprintf("keybrake refused %s: %d more %s would exceed the daily cap of %d %s on vault key %s (%d used; resets %s). Nothing was sent to %s.",
+		opName(c), o.Requested, o.Kind, o.Cap, o.Kind, c.key.ID, o.Used, o.ResetsAt.UTC().Format(time.RFC3339), c.vendorTitle())
+	p.deny(w, r, c, &keybrake.Error{Code: keybrake.EOVERCAP, Message: msg}, o)
+}
+
+// deny refuses the request without forwarding it, in the vendor's shape,
+// and records why.
 func (p *proxy) deny(w http.ResponseWriter, r *http.Request, c *call, err error, detail any) {
 	code := keybrake.ErrorCode(err)
 	p.s.metrics.decision(opName(c), code)
@@ -425,7 +415,7 @@ func (p *proxy) deny(w http.ResponseWriter, r *http.Request, c *call, err error,
 	if countsForBreaker(code) {
 		p.countRefusal(c, keybrake.ErrorMessage(err))
 	}
-	p.s.writeStripeError(w, r, err, detail)
+	c.v.WriteError(w, r, withDetail(err, detail))
 }
 
 // joinReason puts a call's note before the audit reason.
@@ -437,11 +427,30 @@ func joinReason(note, reason string) string {
 }
 
 func opName(c *call) string {
-	if c.op.Name == "" {
+	if c.req == nil {
 		return "unknown"
 	}
-	return c.op.Name
+	return c.req.Label
 }
+
+// vendorTitle names the vendor in refusals: "Nothing was sent to Twilio."
+func (c *call) vendorTitle() string {
+	n := c.v.Name()
+	return strings.ToUpper(n[:1]) + n[1:]
+}
+
+// resolverPlan says how the resolver settles this request's uncertain
+// reservation.
+func (c *call) resolverPlan() string {
+	if c.req.Idempotent {
+		return "the resolver will replay it"
+	}
+	return "counted until resolved"
+}
+
+// usdCents is micros in whole cents, rounded up: an amount in USD's minor
+// unit.
+func usdCents(m keybrake.Micros) int64 { return (int64(m) + 9999) / 10000 }
 
 // forward sends the request upstream. The upstream call is detached from the
 // client's cancellation: once money may move, keybrake waits for the answer
@@ -453,51 +462,54 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// rewrite builds the upstream request: the upstream URL, the query and body
-// keybrake parsed, and headers built from nothing (upstreamHeader): the real
-// key, the effective Stripe-Account, the parsed Stripe-Version and, on POST,
-// the Idempotency-Key.
+// rewrite builds the upstream request from nothing but what keybrake
+// parsed: the vendor's URL, the forwarded query and body, and headers the
+// vendor builds (Vendor.Prepare) with the real credential.
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	c := pr.In.Context().Value(callKey{}).(*call)
-	u := p.s.Upstream
+	u := c.upstream
 	pr.Out.URL.Scheme = u.Scheme
 	pr.Out.URL.Host = u.Host
-	pr.Out.URL.Path, pr.Out.URL.RawPath = upstreamPath(u, c.op.Path)
-	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+	pr.Out.URL.Path, pr.Out.URL.RawPath = upstreamPath(u, c.req.Path)
+	pr.Out.URL.RawQuery = c.req.RawQuery
 	pr.Out.URL.ForceQuery = false
 	pr.Out.Host = u.Host
-	pr.Out.Header = upstreamHeader(pr.In.Header, c, p.s.UpstreamKey)
+	pr.Out.Header = http.Header{"Accept": {"application/json"}}
+	if ua := pr.In.Header.Get("User-Agent"); ua != "" {
+		pr.Out.Header.Set("User-Agent", ua)
+	}
 	pr.Out.TransferEncoding = nil
 	pr.Out.Body, pr.Out.ContentLength = http.NoBody, 0
-	if pr.In.Method == http.MethodPost {
-		pr.Out.Header.Set("Idempotency-Key", c.idemKey)
-		pr.Out.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		pr.Out.Body = io.NopCloser(bytes.NewReader(c.body))
-		pr.Out.ContentLength = int64(len(c.body))
-		pr.Out.Header.Set("Content-Length", strconv.Itoa(len(c.body)))
+	if pr.In.Method != http.MethodGet && pr.In.Method != http.MethodDelete {
+		pr.Out.Body = io.NopCloser(bytes.NewReader(c.req.Body))
+		pr.Out.ContentLength = int64(len(c.req.Body))
+		pr.Out.Header.Set("Content-Length", strconv.Itoa(len(c.req.Body)))
 	}
+	c.v.Prepare(pr.Out, c.req)
 }
 
 // upstreamPath returns the URL Path and RawPath for sending the escaped
-// request path rawPath (as stripe.ParseOperation checked and named it) under
+// request path rawPath (as the vendor's Parse checked and named it) under
 // the upstream URL u: escaped exactly as the client sent it, never escaped
-// twice, so Stripe decodes the segments keybrake decoded.
+// twice, so the upstream decodes the segments keybrake decoded.
 func upstreamPath(u *url.URL, rawPath string) (path, raw string) {
 	dec, err := url.PathUnescape(rawPath)
 	if err != nil {
-		// ParseOperation refuses malformed escapes; keep the old behaviour.
+		// Parse refuses malformed escapes; keep the old behaviour.
 		dec = rawPath
 	}
 	return strings.TrimSuffix(u.Path, "/") + dec, strings.TrimSuffix(u.EscapedPath(), "/") + rawPath
 }
 
-// modifyResponse settles the reservation from Stripe's answer: 2xx settles
-// the actual amount, 4xx (declines included) releases, 5xx keeps it
-// uncertain and counted for the resolver.
+// modifyResponse settles the reservation from the upstream's answer: 2xx
+// as the vendor reads it (Vendor.Settle), 4xx (declines included)
+// released, 5xx kept uncertain and counted for the resolver. An answer
+// the request reserved nothing for streams through untouched, unless the
+// vendor redacts its answers.
 func (p *proxy) modifyResponse(resp *http.Response) error {
 	c := resp.Request.Context().Value(callKey{}).(*call)
-	if c.rsv == nil {
-		// Nothing to settle: stream the answer through untouched.
+	redactor, redacts := c.v.(Redactor)
+	if c.rsv == nil && !redacts {
 		p.s.metrics.upstream(c, resp.StatusCode)
 		p.s.metrics.decision(opName(c), keybrake.DecisionAllow)
 		p.audit(resp.Request, c, keybrake.DecisionAllow, "", resp.StatusCode, "")
@@ -508,59 +520,81 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 	if err != nil {
 		return fmt.Errorf("read upstream response: %w", err)
 	}
+	ok2xx := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if redacts && ok2xx {
+		var ok bool
+		if body, ok = redactor.Redact(c.req, body); !ok {
+			rec := renderError(c.v, resp.Request, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake could not remove the credentials from %s's answer, so it does not pass it on.", c.vendorTitle()))
+			for name, vals := range rec.header {
+				resp.Header[name] = vals
+			}
+			body = rec.body.Bytes()
+			resp.StatusCode, resp.Status = http.StatusBadGateway, "502 Bad Gateway"
+		}
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	// Keybrake-Request-Id and Keybrake-Upstream are already on the
 	// response writer; ReverseProxy adds the upstream's headers to them.
 
-	if c.rsv != nil && !c.replay && !c.held && resp.Header.Get("Idempotent-Replayed") == "true" {
+	if t, ok := c.v.(ForeignReplayTeller); ok && c.rsv != nil && !c.replay && !c.held && t.ForeignReplay(resp) {
 		return p.foreignReplay(resp, c)
 	}
-	out := stripe.ReadOutcome(body)
 	decision := keybrake.DecisionAllow
 	if c.replay {
 		decision = keybrake.DecisionReplay
 	}
-	reason := ""
+	reason, objectID := "", ""
 	if c.rsv != nil {
+		var out VendorOutcome
+		if ok2xx {
+			out = c.v.Settle(c.req, body)
+		}
+		objectID = out.ObjectID
 		reason = p.settle(resp.Request.Context(), c, resp.StatusCode, out)
 		resp.Header.Set("Keybrake-Reservation", c.rsv.ID)
 	}
 	p.s.metrics.upstream(c, resp.StatusCode)
 	p.s.metrics.decision(opName(c), decision)
-	p.audit(resp.Request, c, decision, reason, resp.StatusCode, out.ID)
+	p.audit(resp.Request, c, decision, reason, resp.StatusCode, objectID)
 	return nil
 }
 
-// foreignReplay answers a request whose new reservation Stripe answered with
-// a saved response: Stripe scopes Idempotency-Keys by its secret, which
+// foreignReplay answers a request whose new reservation the vendor answered
+// with a saved response: Stripe scopes Idempotency-Keys by its secret, which
 // every vault key shares, so the key was first used by another vault key
 // (or outside keybrake) — this key's own retries find their reservation
 // and are replays. Nothing moved for this request: its reservation is
 // released, and the other client's object is not handed over; the client
-// gets Stripe's own idempotency error and should use a new key.
+// gets the vendor's own idempotency error and should use a new key.
 func (p *proxy) foreignReplay(resp *http.Response, c *call) error {
-	const msg = "This Idempotency-Key was already used by another client of this Stripe account; keybrake does not return another client's answer. Nothing was charged. Retry with a new Idempotency-Key."
+	msg := "This Idempotency-Key was already used by another client of this " + c.vendorTitle() + " account; keybrake does not return another client's answer. Nothing was charged. Retry with a new Idempotency-Key."
 	ctx := context.WithoutCancel(resp.Request.Context())
 	if _, err := p.s.Store.Settle(ctx, keybrake.SettleArgs{ID: c.rsv.ID, State: keybrake.StateReleased, UpstreamStatus: resp.StatusCode, Now: p.s.Now()}); err != nil {
 		p.s.logger().Error("release after a foreign replay failed; the resolver settles it", "reservation", c.rsv.ID, "err", err)
 	}
-	b, _ := json.Marshal(stripeError{Error: stripeErrorBody{Type: "idempotency_error", Code: "idempotency_key_in_use", Param: "Idempotency-Key", Message: msg}})
-	resp.StatusCode, resp.Status = http.StatusBadRequest, "400 Bad Request"
+	rec := renderError(c.v, resp.Request, &refusal{err: &keybrake.Error{Code: keybrake.EINVALID, Param: "Idempotency-Key", Message: msg},
+		status: http.StatusBadRequest, typ: "idempotency_error", code: "idempotency_key_in_use", retry: "false"})
+	b := rec.body.Bytes()
+	resp.StatusCode, resp.Status = rec.status, fmt.Sprintf("%d %s", rec.status, http.StatusText(rec.status))
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	resp.ContentLength = int64(len(b))
-	resp.Header = http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(b))},
-		"Request-Id": resp.Header.Values("Request-Id"), "Stripe-Should-Retry": {"false"}}
-	p.s.metrics.upstream(c, http.StatusBadRequest)
+	rec.header.Set("Content-Length", strconv.Itoa(len(b)))
+	if ids := resp.Header.Values("Request-Id"); len(ids) > 0 {
+		rec.header["Request-Id"] = ids
+	}
+	resp.Header = rec.header
+	p.s.metrics.upstream(c, rec.status)
 	p.s.metrics.decision(opName(c), keybrake.EINVALID)
-	p.audit(resp.Request, c, keybrake.DecisionDeny, "released: Stripe replayed another client's answer to this Idempotency-Key", http.StatusBadRequest, "")
+	p.audit(resp.Request, c, keybrake.DecisionDeny, "released: "+c.vendorTitle()+" replayed another client's answer to this Idempotency-Key", rec.status, "")
 	return nil
 }
 
 // settle applies the upstream outcome to the request's reservation and
-// returns a reason for the audit log.
-func (p *proxy) settle(ctx context.Context, c *call, status int, out stripe.Outcome) string {
+// returns a reason for the audit log. out is the vendor's reading of a
+// 2xx answer, zero for any other.
+func (p *proxy) settle(ctx context.Context, c *call, status int, out VendorOutcome) string {
 	rsv := c.rsv
 	if c.held {
 		return p.settleHold(ctx, c, status, out)
@@ -568,11 +602,13 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, out stripe.Outc
 	if c.replay && rsv.State != keybrake.StateUncertain {
 		return "idempotent replay; already counted"
 	}
-	args := keybrake.SettleArgs{ID: rsv.ID, ObjectID: out.ID, UpstreamStatus: status, Now: p.s.Now()}
+	args := keybrake.SettleArgs{ID: rsv.ID, ObjectID: out.ObjectID, UpstreamStatus: status, Now: p.s.Now()}
 	reason := ""
 	switch {
+	case status >= 200 && status < 300 && !out.Final:
+		return out.Reason
 	case status >= 200 && status < 300:
-		args, reason = p.s.outcomeArgs(rsv, status, out)
+		args, reason = p.s.settleArgs(rsv, status, out)
 	case status == http.StatusConflict && c.replay:
 		return "idempotency key in use upstream"
 	case status >= 400 && status < 500:
@@ -583,9 +619,9 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, out stripe.Outc
 			return fmt.Sprintf("still uncertain: upstream answered %d", status)
 		}
 		args.State = keybrake.StateUncertain
-		reason = fmt.Sprintf("uncertain: upstream answered %d; the resolver will replay it", status)
+		reason = fmt.Sprintf("uncertain: upstream answered %d; %s", status, c.resolverPlan())
 	}
-	updated, err := p.s.settleOutcome(context.WithoutCancel(ctx), rsv, args)
+	updated, err := p.s.settleFor(context.WithoutCancel(ctx), c.v, rsv, args)
 	if err != nil {
 		// The reservation stays counted; the resolver settles it later.
 		p.s.logger().Error("settle failed; left for the resolver", "reservation", rsv.ID, "err", err)
@@ -597,10 +633,16 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, out stripe.Outc
 
 // errorHandler answers when the upstream could not be reached or cut the
 // connection. Money may have moved, so the reservation stays counted as
-// uncertain; a retry with the same Idempotency-Key is safe.
+// uncertain; a retry with the same Idempotency-Key is safe where the
+// vendor has them.
 func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	c := r.Context().Value(callKey{}).(*call)
-	reason := "upstream unreachable: " + upstreamErrorKind(err)
+	kind := upstreamErrorKind(err)
+	reason := "upstream unreachable: " + kind
+	advice := "retrying with the same Idempotency-Key is safe."
+	if c.rsv != nil && !c.req.Idempotent {
+		advice = "it stays counted until keybrake resolves it."
+	}
 	if c.held {
 		reason += "; the object's hold stays counted in full"
 	} else if c.rsv != nil && !c.replay {
@@ -608,18 +650,15 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		if serr != nil {
 			p.s.logger().Error("mark uncertain failed; left for the resolver", "reservation", c.rsv.ID, "err", serr)
 		}
-		reason += "; reservation uncertain, the resolver will replay it"
+		reason += "; reservation uncertain, " + c.resolverPlan()
 	}
-	p.s.logger().Warn("upstream failed", "operation", c.op.Name, "request_id", c.requestID, "err", upstreamErrorKind(err))
+	p.s.logger().Warn("upstream failed", "vendor", c.v.Name(), "operation", opName(c), "request_id", c.requestID, "err", kind)
 	p.s.metrics.upstream(c, 0)
 	p.s.metrics.decision(opName(c), "upstream_error")
 	p.audit(r, c, keybrake.DecisionAllow, reason, 0, "")
-	w.Header().Set("Stripe-Should-Retry", "true")
-	writeJSON(w, http.StatusBadGateway, stripeError{Error: stripeErrorBody{
-		Type:    "api_error",
-		Code:    "keybrake_upstream_unreachable",
-		Message: "keybrake could not get an answer from Stripe (" + upstreamErrorKind(err) + "). The request may or may not have been processed; retrying with the same Idempotency-Key is safe.",
-	}})
+	msg := "keybrake could not get an answer from " + c.vendorTitle() + " (" + kind + "). The request may or may not have been processed; " + advice
+	c.v.WriteError(w, r, &refusal{err: &keybrake.Error{Code: keybrake.EUNAVAILABLE, Message: msg},
+		status: http.StatusBadGateway, typ: "api_error", code: "keybrake_upstream_unreachable", retry: "true"})
 }
 
 // upstreamErrorKind describes a transport error without echoing the request
@@ -656,9 +695,8 @@ func (p *proxy) audit(r *http.Request, c *call, decision, reason string, status 
 		Time:           p.s.Now().UTC().Truncate(time.Microsecond),
 		Operation:      opName(c),
 		Method:         r.Method,
-		Path:           c.op.Path,
 		Decision:       decision,
-		Reason:         joinReason(c.note, reason),
+		Reason:         joinReason(c.note, joinReason(c.cost.Detail, reason)),
 		UpstreamStatus: status,
 		ObjectID:       objectID,
 		RequestID:      c.requestID,
@@ -668,7 +706,7 @@ func (p *proxy) audit(r *http.Request, c *call, decision, reason string, status 
 		e.Via, e.MCPSession, e.MCPClient = keybrake.ViaMCP, o.session, o.client
 	}
 	if c.priced {
-		e.Amount, e.Currency, e.Micros = c.price.Amount, c.price.Currency, c.price.Micros
+		e.Amount, e.Currency, e.Micros = c.cost.Amount, c.cost.Currency, c.cost.Micros
 	}
 	if c.rsv != nil {
 		e.ReservationID = c.rsv.ID
@@ -676,27 +714,15 @@ func (p *proxy) audit(r *http.Request, c *call, decision, reason string, status 
 			e.Amount, e.Currency, e.Micros = c.rsv.Amount, c.rsv.Currency, c.rsv.SettledMicros
 		}
 	}
-	if e.Path == "" {
+	if c.req != nil {
+		e.Path = c.req.Record
+	} else {
 		e.Path = r.URL.EscapedPath()
-		if len(e.Path) > 512 {
-			e.Path = e.Path[:512]
-		}
+	}
+	if len(e.Path) > 512 {
+		e.Path = e.Path[:512]
 	}
 	p.s.audit.add(e)
-}
-
-// object is the part of a Stripe object keybrake reads to settle.
-type object struct {
-	ID       string `json:"id"`
-	Object   string `json:"object"`
-	Amount   *int64 `json:"amount"`
-	Currency string `json:"currency"`
-}
-
-func parseObject(body []byte) object {
-	var o object
-	_ = json.Unmarshal(body, &o)
-	return o
 }
 
 func contains(list []string, v string) bool {
@@ -713,7 +739,7 @@ func nowSince(c *call) float64 {
 	return time.Since(c.start).Seconds()
 }
 
-// bufferPool recycles ReverseProxy's copy buffers; Stripe responses are
+// bufferPool recycles ReverseProxy's copy buffers; upstream responses are
 // small, and a fresh 32 KiB buffer per request is most of the proxy's
 // garbage.
 type bufferPool struct{}

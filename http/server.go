@@ -133,7 +133,7 @@ type Server struct {
 	adminServer *http.Server
 	limiter     *authLimiter
 	proxy       *proxy
-	vendors     map[string]*vendorProxy // by route prefix, Stripe's aside (vendor_route.go)
+	vendors     map[string]*vendorRoute // by route prefix (vendor_route.go)
 	mcp         *mcpServer
 	stop        chan struct{}
 	stopOnce    sync.Once

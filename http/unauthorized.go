@@ -18,7 +18,7 @@ func (p *proxy) unauthorized(w http.ResponseWriter, r *http.Request, c *call, ke
 		}
 		p.s.metrics.decision("unknown", "unauthorized")
 		p.logAccess(r, c, keybrake.DecisionDeny, keybrake.ErrorCode(err), 0)
-		p.s.writeStripeError(w, r, err, nil)
+		c.v.WriteError(w, r, err)
 		return
 	}
 	c.key = key
@@ -33,5 +33,5 @@ func (p *proxy) unauthorized(w http.ResponseWriter, r *http.Request, c *call, ke
 	}
 	p.s.metrics.decision(opName(c), keybrake.ErrorCode(err))
 	p.audit(r, c, keybrake.DecisionDeny, reason, 0, "")
-	p.s.writeStripeError(w, r, err, nil)
+	c.v.WriteError(w, r, err)
 }

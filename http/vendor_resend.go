@@ -64,7 +64,9 @@ func (v *resendVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &VendorRequest{Operation: op.Name, Path: op.Path, Class: resendClass(op.Class), IdempotencyKey: idem}
+	// Resend replays a send or a batch by its Idempotency-Key: keybrake
+	// makes one when the client sent none, so the resolver can replay.
+	req := &VendorRequest{Operation: op.Name, Path: op.Path, Class: resendClass(op.Class), IdempotencyKey: idem, Idempotent: op.Class == resend.ClassPriced}
 	rr := &resendRequest{op: op}
 	switch op.Name {
 	case "emails.send":
@@ -110,11 +112,11 @@ func resendClass(c resend.Class) Class {
 
 // Decide has nothing to add yet: Resend scope (senders, recipient domains;
 // resend.Policy) is not stored on keys.
-func (v *resendVendor) Decide(k *keybrake.Key, req *VendorRequest) error { return nil }
+func (v *resendVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error { return nil }
 
 // Price prices every email of a send or a batch; a batch is reserved
 // whole.
-func (v *resendVendor) Price(k *keybrake.Key, req *VendorRequest) (VendorCost, error) {
+func (v *resendVendor) Price(ctx context.Context, k *keybrake.Key, req *VendorRequest) (VendorCost, error) {
 	rr := req.Parsed.(*resendRequest)
 	cost, err := v.cfg.Pricer.Price(rr.emails)
 	if err != nil {
@@ -154,9 +156,6 @@ func (v *resendVendor) Settle(req *VendorRequest, body []byte) VendorOutcome {
 	return VendorOutcome{Final: true, State: keybrake.StateSettled, AtReserved: true, ObjectID: id, Reason: "settled at the reserved amount"}
 }
 
-// Redact passes Resend's answers on as they are: none carries a key.
-func (v *resendVendor) Redact(req *VendorRequest, body []byte) ([]byte, bool) { return body, true }
-
 // Resolve replays a send whose answer was lost with the same
 // Idempotency-Key and body: Resend answers with the first response and
 // sends nothing again.
@@ -187,7 +186,7 @@ func (v *resendVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, r
 }
 
 // WriteError writes err as Resend does: {"statusCode", "name", "message"}.
-func (v *resendVendor) WriteError(w http.ResponseWriter, err error) {
+func (v *resendVendor) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	e := resend.ErrorFor(err)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.StatusCode)

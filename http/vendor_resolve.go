@@ -11,11 +11,11 @@ import (
 // resolveVendor settles a reservation of another vendor than Stripe that
 // the resolver leased (uncertain, or reserved past StaleAfter) through
 // Vendor.Resolve. What the vendor cannot tell yet stays counted.
-func (s *Server) resolveVendor(ctx context.Context, p *vendorProxy, rsv *keybrake.Reservation) (bool, error) {
+func (s *Server) resolveVendor(ctx context.Context, p *vendorRoute, rsv *keybrake.Reservation) (bool, error) {
 	if p == nil {
 		return false, s.leaveUncertain(ctx, rsv, 0, "resolver: the vendor of "+rsv.Request.Path+" is not configured on this server")
 	}
-	out, err := p.v.Resolve(ctx, rsv, s.Transport)
+	out, err := p.Resolve(ctx, rsv, s.Transport)
 	if err != nil {
 		return false, s.leaveUncertain(ctx, rsv, 0, "resolver: "+err.Error())
 	}
@@ -31,7 +31,7 @@ func (s *Server) resolveVendor(ctx context.Context, p *vendorProxy, rsv *keybrak
 // Twilio has not priced yet stays held, counted in full.
 func (s *Server) settleVendorPrices(ctx context.Context) {
 	p := s.vendors[keybrake.VendorTwilio]
-	if p == nil {
+	if p == nil || p.upstream == nil {
 		return
 	}
 	held, err := s.Store.FindReservations(ctx, keybrake.ReservationFilter{State: keybrake.StateHeld})
@@ -43,7 +43,7 @@ func (s *Server) settleVendorPrices(ctx context.Context) {
 		if !strings.HasPrefix(rsv.Request.Path, "/twilio/") || rsv.ObjectID == "" {
 			continue
 		}
-		out, err := p.v.Resolve(ctx, rsv, s.Transport)
+		out, err := p.Resolve(ctx, rsv, s.Transport)
 		if err != nil || !out.Final {
 			continue
 		}

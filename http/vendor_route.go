@@ -2,50 +2,72 @@ package http
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/keybrake/keybrake"
 )
 
-// openVendors builds the proxies of the vendors other than Stripe that
-// the server is configured for.
+// vendorRoute is a registered vendor and the upstream its requests go to;
+// upstream is nil for a vendor the server is not configured for, whose
+// route refuses every request in the vendor's own shape.
+type vendorRoute struct {
+	Vendor
+	upstream *url.URL
+}
+
+// openVendors registers every vendor keybrake proxies, by route prefix.
+// Adding a vendor is one line here.
 func (s *Server) openVendors() {
-	s.vendors = map[string]*vendorProxy{}
+	s.vendors = map[string]*vendorRoute{
+		keybrake.VendorStripe: {newStripeVendor(s), s.Upstream},
+		keybrake.VendorTwilio: {&twilioVendor{}, nil},
+		keybrake.VendorResend: {&resendVendor{}, nil},
+	}
 	if s.Twilio != nil {
-		s.vendors[keybrake.VendorTwilio] = newVendorProxy(s, newTwilioVendor(*s.Twilio), s.Twilio.Upstream)
+		s.vendors[keybrake.VendorTwilio] = &vendorRoute{newTwilioVendor(*s.Twilio), s.Twilio.Upstream}
 	}
 	if s.Resend != nil {
-		s.vendors[keybrake.VendorResend] = newVendorProxy(s, &resendVendor{cfg: *s.Resend}, s.Resend.Upstream)
+		s.vendors[keybrake.VendorResend] = &vendorRoute{&resendVendor{cfg: *s.Resend}, s.Resend.Upstream}
 	}
 }
 
-// serveVendor picks the vendor by the route's first segment (/twilio/…,
-// /resend/…) and serves the rest of the path through it. A vendor that is
-// not configured refuses in its own shape.
+// stripeRoute is Stripe's route, which also serves /v1/… and the MCP
+// endpoint's tools.
+func (s *Server) stripeRoute() *vendorRoute { return s.vendors[keybrake.VendorStripe] }
+
+// routesVendor reports whether the raw path is under a vendor's prefix
+// (/stripe/…, /twilio/…).
+func (s *Server) routesVendor(raw string) bool {
+	name, _, ok := strings.Cut(strings.TrimPrefix(raw, "/"), "/")
+	return ok && s.vendors[name] != nil
+}
+
+// serveVendor picks the vendor by the route's first segment and serves the
+// rest of the path through the request path. A vendor that is not
+// configured refuses in its own shape.
 func (s *Server) serveVendor(w http.ResponseWriter, r *http.Request, raw string) {
 	name, rest, _ := strings.Cut(strings.TrimPrefix(raw, "/"), "/")
-	if p := s.vendors[name]; p != nil {
-		p.serve(w, r, "/"+rest)
+	vr := s.vendors[name]
+	if vr.upstream == nil {
+		vr.WriteError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "keybrake is not configured to proxy %s.", name))
 		return
 	}
-	err := keybrake.Errorf(keybrake.ENOTFOUND, "keybrake is not configured to proxy %s.", name)
-	switch name {
-	case keybrake.VendorTwilio:
-		(&twilioVendor{}).WriteError(w, err)
-	case keybrake.VendorResend:
-		(&resendVendor{}).WriteError(w, err)
-	default:
-		s.writeStripeError(w, r, err, nil)
-	}
+	s.proxy.serve(w, r, vr, "/"+rest)
 }
 
-// vendorFor returns the proxy of the vendor whose route a reservation's
-// request took, and whether it was another vendor's than Stripe's; the
-// proxy is nil when that vendor is not configured on this server.
-func (s *Server) vendorFor(rsv *keybrake.Reservation) (*vendorProxy, bool) {
+// vendorFor returns the route of the vendor whose path a reservation's
+// request recorded, and whether it was another vendor's than Stripe's
+// (whose reservations record /v1/… paths); the route is nil when that
+// vendor is not configured on this server.
+func (s *Server) vendorFor(rsv *keybrake.Reservation) (*vendorRoute, bool) {
 	name, _, _ := strings.Cut(strings.TrimPrefix(rsv.Request.Path, "/"), "/")
-	if name != keybrake.VendorTwilio && name != keybrake.VendorResend {
+	vr := s.vendors[name]
+	if vr == nil || name == keybrake.VendorStripe {
 		return nil, false
 	}
-	return s.vendors[name], true
+	if vr.upstream == nil {
+		return nil, true
+	}
+	return vr, true
 }

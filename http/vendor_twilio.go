@@ -52,7 +52,10 @@ func newTwilioVendor(cfg TwilioConfig) *twilioVendor {
 	return &twilioVendor{cfg: cfg, pricer: &twilio.Pricer{Rates: cfg.Rates, MaxCallSeconds: cfg.MaxCallSeconds}}
 }
 
-var _ Vendor = (*twilioVendor)(nil)
+var (
+	_ Vendor   = (*twilioVendor)(nil)
+	_ Redactor = (*twilioVendor)(nil)
+)
 
 // Name returns "twilio".
 func (v *twilioVendor) Name() string { return keybrake.VendorTwilio }
@@ -118,12 +121,12 @@ func twilioClass(c twilio.Class) Class {
 
 // Decide has nothing to add yet: Twilio scope (countries, prefixes,
 // senders; twilio.Policy) is not stored on keys.
-func (v *twilioVendor) Decide(k *keybrake.Key, req *VendorRequest) error { return nil }
+func (v *twilioVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error { return nil }
 
 // Price prices a message (segments × the country's rate) or a call
 // (minutes × the voice rate), counting one of either. A capped key's call
 // without TimeLimit is refused unless MaxCallSeconds bounds it.
-func (v *twilioVendor) Price(k *keybrake.Key, req *VendorRequest) (VendorCost, error) {
+func (v *twilioVendor) Price(ctx context.Context, k *keybrake.Key, req *VendorRequest) (VendorCost, error) {
 	tr := req.Parsed.(*twilioRequest)
 	cost, err := v.pricer.Price(tr.op, tr.form)
 	if err != nil {
@@ -181,9 +184,9 @@ func twilioOutcome(res twilioResource) VendorOutcome {
 	m, known, err := twilio.ParsePrice(res.Price, res.PriceUnit)
 	switch {
 	case err != nil:
-		return VendorOutcome{Final: true, State: keybrake.StateHeld, ObjectID: res.Sid, Reason: "held: " + keybrake.ErrorMessage(err) + "; an operator must settle it"}
+		return VendorOutcome{Final: true, State: keybrake.StateHeld, AtReserved: true, ObjectID: res.Sid, Reason: "held: " + keybrake.ErrorMessage(err) + "; an operator must settle it"}
 	case !known:
-		return VendorOutcome{Final: true, State: keybrake.StateHeld, ObjectID: res.Sid, Reason: "held at the reserved amount until Twilio reports the price"}
+		return VendorOutcome{Final: true, State: keybrake.StateHeld, AtReserved: true, ObjectID: res.Sid, Reason: "held at the reserved amount until Twilio reports the price"}
 	}
 	return VendorOutcome{Final: true, State: keybrake.StateSettled, Micros: m, ObjectID: res.Sid, Reason: "settled at Twilio's price"}
 }
@@ -232,7 +235,7 @@ func (v *twilioVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, r
 
 // WriteError writes err as Twilio does: {"code", "message", "more_info",
 // "status"}.
-func (v *twilioVendor) WriteError(w http.ResponseWriter, err error) {
+func (v *twilioVendor) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	e := twilio.ErrorFor(err)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
