@@ -112,7 +112,9 @@ func resendClass(c resend.Class) Class {
 
 // Decide has nothing to add yet: Resend scope (senders, recipient domains;
 // resend.Policy) is not stored on keys.
-func (v *resendVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error { return nil }
+func (v *resendVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error {
+	return nil
+}
 
 // Price prices every email of a send or a batch; a batch is reserved
 // whole.

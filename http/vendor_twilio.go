@@ -121,7 +121,9 @@ func twilioClass(c twilio.Class) Class {
 
 // Decide has nothing to add yet: Twilio scope (countries, prefixes,
 // senders; twilio.Policy) is not stored on keys.
-func (v *twilioVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error { return nil }
+func (v *twilioVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error {
+	return nil
+}
 
 // Price prices a message (segments × the country's rate) or a call
 // (minutes × the voice rate), counting one of either. A capped key's call
