@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/keybrake/keybrake/twilio"
@@ -39,6 +40,23 @@ func TestVendorGuards(t *testing.T) {
 		}
 		if n := len(e.Twilio.GroundTruth().Messages); n != 3 {
 			t.Fatalf("twiliosim created %d messages, want the velocity subtest's 3", n)
+		}
+	})
+	t.Run("ErrTwilioApprovalHasNoKeyToMatch", func(t *testing.T) {
+		_, secret := e.CreateKey(t, `{"vendor":"twilio","total_usd_cap":"10","approval":{"above_usd":"0.01"}}`)
+		_, err := e.TwilioClient(t, secret).Api.CreateMessage(sms("+14155550222"))
+		twilioErr(t, err, 403, twilio.CodeForbidden)
+	})
+	t.Run("ResendApprovalRequired", func(t *testing.T) {
+		_, secret := e.CreateKey(t, `{"vendor":"resend","total_usd_cap":"10","approval":{"above_usd":"0.001"}}`)
+		before := len(e.Resend.GroundTruth().Emails)
+		resp, body := e.Do(t, "POST", "/resend/emails", `{"from":"a@example.com","to":"b@x.com","subject":"s","text":"t"}`,
+			map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json", "Idempotency-Key": "approve-me-1"})
+		if resp.StatusCode != 402 || resp.Header.Get("Keybrake-Approval-Id") == "" || !strings.Contains(string(body), `"name":"approval_required"`) {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		if n := len(e.Resend.GroundTruth().Emails); n != before {
+			t.Fatalf("an email waiting for approval was sent")
 		}
 	})
 }

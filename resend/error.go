@@ -37,6 +37,7 @@ const (
 	NameInvalidIdempotency   = "invalid_idempotency_key"        // 400: empty or longer than 256
 	NameRateLimit            = "rate_limit_exceeded"
 	NameSpendCap             = "spend_cap_exceeded" // keybrake: a spend or count cap; not retryable until the window resets
+	NameApprovalRequired     = "approval_required"  // keybrake: held for a person's approval; retry with the same Idempotency-Key once approved
 	NameApplication          = "application_error"
 	NameInternal             = "internal_server_error"
 )
@@ -51,6 +52,7 @@ var names = map[string]struct {
 	keybrake.ENOTFOUND:     {NameNotFound, http.StatusNotFound},
 	keybrake.ECONFLICT:     {NameInvalidIdempotent, http.StatusConflict},
 	keybrake.EOVERCAP:      {NameSpendCap, http.StatusTooManyRequests},
+	keybrake.EAPPROVAL:     {NameApprovalRequired, http.StatusPaymentRequired},
 	keybrake.EUNAVAILABLE:  {NameApplication, http.StatusServiceUnavailable},
 	keybrake.EINTERNAL:     {NameInternal, http.StatusInternalServerError},
 }

@@ -59,6 +59,7 @@ var codes = map[string][2]int{
 	keybrake.ENOTFOUND:     {CodeNotFound, http.StatusNotFound},
 	keybrake.ECONFLICT:     {CodeConflict, http.StatusConflict},
 	keybrake.EOVERCAP:      {CodeTooManyRequests, http.StatusTooManyRequests},
+	keybrake.EAPPROVAL:     {CodeForbidden, http.StatusForbidden}, // not reached: Twilio has no key to match an approval by
 	keybrake.EUNAVAILABLE:  {CodeUnavailable, http.StatusServiceUnavailable},
 	keybrake.EINTERNAL:     {CodeInternal, http.StatusInternalServerError},
 }
