@@ -175,3 +175,66 @@ func mustLoc(tb testing.TB, name string) *time.Location {
 	}
 	return loc
 }
+
+// testCountsRearm checks that Rearm, which reserves a released
+// reservation again on a retry, applies the count caps like Reserve: a
+// retry must not send past a full day.
+func testCountsRearm(t *testing.T, open opener) {
+	ctx := context.Background()
+	t.Run("ErrOverCount", func(t *testing.T) {
+		s := open(t)
+		k := NewKey("key_c")
+		k.Vendor = keybrake.VendorTwilio
+		k.CountCaps = keybrake.CountCaps{DailyMessages: countPtr(2)}
+		MustCreateKey(t, s, k)
+		a, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: newCounted("key_c", "a", 1), Now: T0})
+		if err != nil || a.Reservation == nil {
+			t.Fatalf("reserve a: %+v, %v", a, err)
+		}
+		MustSettle(t, s, keybrake.SettleArgs{ID: a.Reservation.ID, State: keybrake.StateReleased, UpstreamStatus: 429, Now: T0})
+		for _, idem := range []string{"b", "c"} {
+			if res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: newCounted("key_c", idem, 1), Now: T0}); err != nil || res.Reservation == nil || res.OverCount != nil {
+				t.Fatalf("reserve %s: %+v, %v", idem, res, err)
+			}
+		}
+		res, err := s.Rearm(ctx, keybrake.ReserveArgs{Reservation: newCounted("key_c", "a", 1), Now: T0})
+		if err != nil || res.OverCount == nil || res.Reservation != nil {
+			t.Fatalf("Rearm past a full day = %+v, %v; want OverCount", res, err)
+		}
+		if oc := res.OverCount; oc.Kind != keybrake.CountMessages || oc.Cap != 2 || oc.Used != 2 || oc.Requested != 1 {
+			t.Fatalf("OverCount = %+v", *oc)
+		}
+		if got := countsUsed(t, s, "key_c", T0)[keybrake.CountMessages]; got != 2 {
+			t.Fatalf("used %d after a refused rearm, want 2", got)
+		}
+	})
+	t.Run("OKCountsTheRetry", func(t *testing.T) {
+		s := open(t)
+		k := NewKey("key_c")
+		k.Vendor = keybrake.VendorTwilio
+		k.CountCaps = keybrake.CountCaps{DailyMessages: countPtr(3)}
+		MustCreateKey(t, s, k)
+		a, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: newCounted("key_c", "a", 1), Now: T0})
+		if err != nil || a.Reservation == nil {
+			t.Fatalf("reserve a: %+v, %v", a, err)
+		}
+		MustSettle(t, s, keybrake.SettleArgs{ID: a.Reservation.ID, State: keybrake.StateReleased, UpstreamStatus: 429, Now: T0})
+		// The retry counts what it sends now, in the windows of now.
+		next := T0.Add(24 * time.Hour)
+		res, err := s.Rearm(ctx, keybrake.ReserveArgs{Reservation: newCounted("key_c", "a", 2), Now: next})
+		if err != nil || res.Reservation == nil || res.OverCount != nil {
+			t.Fatalf("Rearm = %+v, %v", res, err)
+		}
+		if got := countsUsed(t, s, "key_c", T0)[keybrake.CountMessages]; got != 0 {
+			t.Fatalf("the first day still counts %d", got)
+		}
+		if got := countsUsed(t, s, "key_c", next)[keybrake.CountMessages]; got != 2 {
+			t.Fatalf("the retry's day counts %d, want 2", got)
+		}
+		if res, _ := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: newCounted("key_c", "b", 2), Now: next}); res.OverCount == nil {
+			t.Fatalf("2 more on a day with 2 of 3 used passed: %+v", res)
+		}
+	})
+}
+
+func countPtr(n int64) *int64 { return &n }
