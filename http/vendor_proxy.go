@@ -231,8 +231,8 @@ func overCapError(c *vcall, o *keybrake.OverCap, vendor string) error {
 }
 
 func overCountError(c *vcall, o *keybrake.OverCount, vendor string) error {
-	return &keybrake.Error{Code: keybrake.EOVERCAP, Message: fmt.Sprintf("keybrake refused %s: %d more %s would exceed the daily cap of %d %s on vault key %s (%d used; resets %s). Nothing was sent to %s.",
-		c.op(), o.Requested, o.Kind, o.Cap, o.Kind, c.key.ID, o.Used, o.ResetsAt.UTC().Format(time.RFC3339), vendor)}
+	return &keybrake.Error{Code: keybrake.EOVERCAP, Message: fmt.Sprintf("keybrake refused %s: %d more %s would exceed the %s cap of %d %s on vault key %s (%d used; resets %s). Nothing was sent to %s.",
+		c.op(), o.Requested, o.Kind, o.Window, o.Cap, o.Kind, c.key.ID, o.Used, o.ResetsAt.UTC().Format(time.RFC3339), vendor)}
 }
 
 // deny refuses the request in the vendor's shape and records why.

@@ -140,7 +140,7 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 	if oc := overCap(st.key.Caps, st.spent, in.Micros, now, st.loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
-	if oc, err := s.checkCount(ctx, tx, in, st.day, now, st.loc); err != nil || oc != nil {
+	if oc, err := s.checkCount(ctx, tx, in, st.day, st.month, now, st.loc); err != nil || oc != nil {
 		return keybrake.ReserveResult{OverCount: oc}, err
 	}
 	g, counted, err := s.checkGuards(ctx, tx, &st.key, in, now)

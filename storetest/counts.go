@@ -20,6 +20,17 @@ func newCounted(keyID, idem string, n int64) *keybrake.Reservation {
 
 func countsUsed(tb testing.TB, s keybrake.Store, keyID string, now time.Time) map[string]int64 {
 	tb.Helper()
+	day := map[string]int64{}
+	for kind, u := range countsUse(tb, s, keyID, now) {
+		day[kind] = u.Day
+	}
+	return day
+}
+
+// countsUse returns what the key used of each kind in the day and month
+// of now.
+func countsUse(tb testing.TB, s keybrake.Store, keyID string, now time.Time) map[string]keybrake.CountUse {
+	tb.Helper()
 	cs, ok := s.(keybrake.CountService)
 	if !ok {
 		tb.Fatalf("%T does not implement keybrake.CountService", s)
@@ -238,3 +249,94 @@ func testCountsRearm(t *testing.T, open opener) {
 }
 
 func countPtr(n int64) *int64 { return &n }
+
+// testCountsMonthly checks the monthly count caps: the key's calendar
+// month in its zone, checked with the daily caps in the same transaction.
+func testCountsMonthly(t *testing.T, open opener) {
+	ctx := context.Background()
+	s := open(t)
+	k := NewKey("key_m")
+	k.Vendor, k.Timezone = keybrake.VendorResend, "America/New_York"
+	k.CountCaps = keybrake.CountCaps{DailyEmails: countPtr(3), MonthlyEmails: countPtr(4)}
+	MustCreateKey(t, s, k)
+	got, err := s.FindKeyByID(ctx, "key_m")
+	if err != nil || got.MonthlyEmails == nil || *got.MonthlyEmails != 4 || got.DailyEmails == nil || *got.DailyEmails != 3 {
+		t.Fatalf("FindKeyByID = %+v, %v", got.CountCaps, err)
+	}
+	loc := mustLoc(t, "America/New_York")
+	month := keybrake.MonthReset(T0, loc) // the first of next month, New York
+	last := month.Add(-48 * time.Hour)   // two days before: the same month
+	reserve := func(idem string, n int64, now time.Time) keybrake.ReserveResult {
+		t.Helper()
+		r := newCounted("key_m", idem, n)
+		r.CountKind = keybrake.CountEmails
+		res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: r, Now: now})
+		if err != nil {
+			t.Fatalf("Reserve(%s): %v", idem, err)
+		}
+		return res
+	}
+	if res := reserve("a", 3, last); res.Reservation == nil || res.OverCount != nil {
+		t.Fatalf("3 of 3 today, 4 this month: %+v", res)
+	}
+	if res := reserve("b", 1, last); res.OverCount == nil || res.OverCount.Window != keybrake.WindowDaily {
+		t.Fatalf("past the daily cap: %+v", res)
+	}
+	next := last.Add(24 * time.Hour)
+	if res := reserve("b", 2, next); res.OverCount == nil {
+		t.Fatalf("5 of 4 this month passed: %+v", res)
+	} else if oc := res.OverCount; oc.Window != keybrake.WindowMonthly || oc.Cap != 4 || oc.Used != 3 || oc.Requested != 2 || !oc.ResetsAt.Equal(month) {
+		t.Fatalf("OverCount = %+v, want monthly, cap 4, used 3, resets %s", *oc, month)
+	}
+	if res := reserve("b", 1, next); res.Reservation == nil || res.OverCount != nil {
+		t.Fatalf("landing on the monthly cap: %+v", res)
+	}
+	if u := countsUse(t, s, "key_m", next)[keybrake.CountEmails]; u.Day != 1 || u.Month != 4 {
+		t.Fatalf("CountsUsed = %+v, want day 1, month 4", u)
+	}
+	if res := reserve("c", 1, month.Add(-time.Microsecond)); res.OverCount == nil {
+		t.Fatalf("just before the month's reset passed")
+	}
+	if res := reserve("c", 3, month); res.Reservation == nil || res.OverCount != nil {
+		t.Fatalf("a new month: %+v", res)
+	}
+	if u := countsUse(t, s, "key_m", month)[keybrake.CountEmails]; u.Day != 3 || u.Month != 3 {
+		t.Fatalf("CountsUsed in the new month = %+v", u)
+	}
+}
+
+// testScopeRoundTrip checks that a key's vendor scope is stored,
+// replaced and removed.
+func testScopeRoundTrip(t *testing.T, open opener) {
+	ctx := context.Background()
+	s := open(t)
+	k := NewKey("key_s")
+	k.Vendor = keybrake.VendorTwilio
+	k.TwilioScope = &keybrake.TwilioScope{Countries: []string{"US", "CA"}, NumberPrefixes: []string{"+1415"}, From: []string{"+14155550100"}, MessagingServices: []string{"MG0123456789abcdef0123456789abcdef"}}
+	MustCreateKey(t, s, k)
+	got, err := s.FindKeyByID(ctx, "key_s")
+	if err != nil || got.TwilioScope == nil || got.ResendScope != nil || fmt.Sprint(*got.TwilioScope) != fmt.Sprint(*k.TwilioScope) {
+		t.Fatalf("FindKeyByID = %+v, %v", got.TwilioScope, err)
+	}
+	upd := keybrake.KeyUpdate{TwilioScope: &keybrake.TwilioScope{From: []string{"whatsapp:+14155550100"}}}
+	if got, err = s.UpdateKey(ctx, "key_s", upd, T0); err != nil || got.TwilioScope == nil || len(got.TwilioScope.Countries) != 0 || got.TwilioScope.From[0] != "whatsapp:+14155550100" {
+		t.Fatalf("UpdateKey = %+v, %v", got.TwilioScope, err)
+	}
+	if got, err = s.UpdateKey(ctx, "key_s", keybrake.KeyUpdate{Label: new(string)}, T0); err != nil || got.TwilioScope == nil {
+		t.Fatalf("an update without scope kept %+v, %v", got.TwilioScope, err)
+	}
+	if got, err = s.UpdateKey(ctx, "key_s", keybrake.KeyUpdate{TwilioScope: &keybrake.TwilioScope{}}, T0); err != nil || got.TwilioScope != nil {
+		t.Fatalf("removing the scope: %+v, %v", got.TwilioScope, err)
+	}
+	if got, err = s.FindKeyByID(ctx, "key_s"); err != nil || got.TwilioScope != nil {
+		t.Fatalf("after removing: %+v, %v", got.TwilioScope, err)
+	}
+
+	r := NewKey("key_r")
+	r.Vendor = keybrake.VendorResend
+	r.ResendScope = &keybrake.ResendScope{Senders: []string{"example.com", "billing@example.org"}, RecipientDomains: []string{"xn--bcher-kva.example"}, MaxRecipients: 3}
+	MustCreateKey(t, s, r)
+	if got, err = s.FindKeyBySecretHash(ctx, r.SecretHash); err != nil || got.ResendScope == nil || got.TwilioScope != nil || fmt.Sprint(*got.ResendScope) != fmt.Sprint(*r.ResendScope) {
+		t.Fatalf("FindKeyBySecretHash = %+v, %v", got.ResendScope, err)
+	}
+}

@@ -91,6 +91,8 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("DriftAlerts", func(t *testing.T) { testDriftAlerts(t, o) })
 	t.Run("Counts", func(t *testing.T) { testCounts(t, o) })
 	t.Run("CountsRearm", func(t *testing.T) { testCountsRearm(t, o) })
+	t.Run("CountsMonthly", func(t *testing.T) { testCountsMonthly(t, o) })
+	t.Run("Scope", func(t *testing.T) { testScopeRoundTrip(t, o) })
 }
 
 // opener is what the test groups receive: open plus the close cleanup.
