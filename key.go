@@ -174,8 +174,8 @@ type KeyUpdate struct {
 	Approval          *ApprovalPolicy // a zero ApprovalPolicy removes the requirement
 	SetExpiresAt      bool
 	ExpiresAt         *time.Time
-	CountCaps         *CountCaps // replaces the count caps CountCapFields names, all six when it names none
-	CountCapFields    []string   // JSON names (daily_message_cap…) of the count caps CountCaps sets
+	CountCaps         *CountCaps   // replaces the count caps CountCapFields names, all six when it names none
+	CountCapFields    []string     // JSON names (daily_message_cap…) of the count caps CountCaps sets
 	TwilioScope       *TwilioScope // replaces the Twilio scope; a zero TwilioScope removes it
 	ResendScope       *ResendScope // replaces the Resend scope; a zero ResendScope removes it
 }

@@ -94,7 +94,7 @@ func decodeCountCaps(s string, dst *keybrake.CountCaps) error {
 	return json.Unmarshal([]byte(s), dst)
 }
 
-// encodeScope returns k's scope as stored, '' for none.
+// encodeScope returns k's scope as stored, ” for none.
 func encodeScope(k *keybrake.Key) string {
 	sc := keybrake.ScopeOf(k)
 	if sc == nil {

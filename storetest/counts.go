@@ -265,7 +265,7 @@ func testCountsMonthly(t *testing.T, open opener) {
 	}
 	loc := mustLoc(t, "America/New_York")
 	month := keybrake.MonthReset(T0, loc) // the first of next month, New York
-	last := month.Add(-48 * time.Hour)   // two days before: the same month
+	last := month.Add(-48 * time.Hour)    // two days before: the same month
 	reserve := func(idem string, n int64, now time.Time) keybrake.ReserveResult {
 		t.Helper()
 		r := newCounted("key_m", idem, n)
