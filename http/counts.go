@@ -80,16 +80,16 @@ func checkCountVendor(vendor string, upd keybrake.KeyUpdate) error {
 	return nil
 }
 
-// checkCountUpdate applies checkCountVendor to an update of key id.
+// checkCountUpdate applies checkVendorFields to an update of key id.
 func (s *Server) checkCountUpdate(ctx context.Context, id string, upd keybrake.KeyUpdate) error {
-	if upd.CountCaps == nil {
+	if upd.CountCaps == nil && upd.TwilioScope == nil && upd.ResendScope == nil {
 		return nil
 	}
 	k, err := s.Store.FindKeyByID(ctx, id)
 	if err != nil {
 		return err
 	}
-	return checkCountVendor(k.Vendor, upd)
+	return checkVendorFields(k.Vendor, upd)
 }
 
 // countBudget is a daily count cap's use and what is left, with the
@@ -144,6 +144,10 @@ func (s *Server) countBudgets(ctx context.Context, k *keybrake.Key, now time.Tim
 // together could send past the parent's cap. Fail closed until children
 // count against their parent's counts.
 func checkCountMint(parent *keybrake.Key) error {
+	if keybrake.ScopeOf(parent) != nil {
+		// A child's scope is not checked against its parent's yet.
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "Vault key %s has a %s scope; keybrake cannot yet check a child's scope against its parent's, so it mints no children of it.", parent.ID, parent.Vendor)
+	}
 	if !parent.CountCaps.Any() {
 		return nil
 	}

@@ -181,6 +181,7 @@ func (p *vendorProxy) reserve(w http.ResponseWriter, r *http.Request, c *vcall) 
 		Request:        keybrake.UpstreamRequest{Method: r.Method, Path: "/" + p.v.Name() + c.req.Path, Body: string(c.req.Body)},
 	}
 	res, err := p.s.Store.Reserve(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: p.s.Now()})
+	res, err = p.rearmReleased(r, rsv, res, err) // vendor_rearm.go
 	switch {
 	case err != nil:
 		p.deny(w, r, c, vendorStoreError(err, p.v.Name()))
