@@ -71,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("Key", func(t *testing.T) { testKeys(t, o) })
 	t.Run("Reserve", func(t *testing.T) { testReserve(t, o) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, o) })
+	t.Run("SettleLater", func(t *testing.T) { testSettleLater(t, o) })
 	t.Run("Rearm", func(t *testing.T) { testRearm(t, o) })
 	t.Run("Holds", func(t *testing.T) { testHolds(t, o) })
 	t.Run("Windows", func(t *testing.T) { testWindows(t, o) })
