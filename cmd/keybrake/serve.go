@@ -41,6 +41,7 @@ type ServeConfig struct {
 	StaleAfter       time.Duration // --stale-after, KEYBRAKE_STALE_AFTER
 	HoldTTL          time.Duration // --hold-ttl, KEYBRAKE_HOLD_TTL
 	UpstreamTimeout  time.Duration // --upstream-timeout, KEYBRAKE_UPSTREAM_TIMEOUT
+	SyncSettle       bool          // --sync-settle, KEYBRAKE_SYNC_SETTLE
 	SimState         string        // --sim-state, KEYBRAKE_SIM_STATE
 	LogLevel         string        // --log-level, KEYBRAKE_LOG_LEVEL
 	LogFormat        string        // --log-format, KEYBRAKE_LOG_FORMAT
@@ -117,6 +118,7 @@ Environment only (secrets are kept out of the process list):
 	fs.DurationVar(&c.StaleAfter, "stale-after", envDuration(env, "KEYBRAKE_STALE_AFTER", c.StaleAfter), "age after which an unanswered reservation counts as interrupted (KEYBRAKE_STALE_AFTER)")
 	fs.DurationVar(&c.HoldTTL, "hold-ttl", envDuration(env, "KEYBRAKE_HOLD_TTL", c.HoldTTL), "how long an unconfirmed intent or uncaptured authorization stays held before keybrake cancels it upstream and releases its amount (KEYBRAKE_HOLD_TTL)")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", envDuration(env, "KEYBRAKE_UPSTREAM_TIMEOUT", c.UpstreamTimeout), "timeout of one upstream request (KEYBRAKE_UPSTREAM_TIMEOUT)")
+	fs.BoolVar(&c.SyncSettle, "sync-settle", envDefault(env, "KEYBRAKE_SYNC_SETTLE", "") == "true", "settle every charge before answering it (one more commit on the request path); by default a success is answered first and settled in the next batch, counted in full until then (KEYBRAKE_SYNC_SETTLE=true)")
 	fs.StringVar(&c.SimState, "sim-state", envDefault(env, "KEYBRAKE_SIM_STATE", ""), "file where the in-process simulator keeps its state across restarts (KEYBRAKE_SIM_STATE)")
 	fs.StringVar(&c.LogLevel, "log-level", envDefault(env, "KEYBRAKE_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (KEYBRAKE_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envDefault(env, "KEYBRAKE_LOG_FORMAT", c.LogFormat), "text or json (KEYBRAKE_LOG_FORMAT)")
@@ -243,6 +245,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	s.AlertInterval = m.Config.AlertInterval
 	s.KeyMetrics, s.KeyMetricsMax = m.Config.KeyMetrics, m.Config.KeyMetricsMax
 	s.UpstreamTimeout = m.Config.UpstreamTimeout
+	s.SettleAfterAnswer = !m.Config.SyncSettle
 	s.Transport = m.Transport
 	s.Drift = khttp.DriftConfig{Interval: m.Config.DriftInterval, Window: m.Config.DriftWindow, Suspend: m.Config.DriftSuspend}
 	s.Retention = khttp.RetentionConfig{Age: m.Config.Retention, Interval: m.Config.RetentionEvery}
