@@ -37,8 +37,8 @@ type benchConfig struct {
 	JSON        bool
 	Ops         map[string]bool
 	CapCheck    int
-	Keys        int  // proxied charges spread over this many keys (bench_keys.go)
-	SyncSettle  bool // settle before answering, as serve --sync-settle
+	Keys        int              // proxied charges spread over this many keys (bench_keys.go)
+	SyncSettle  bool             // settle before answering, as serve --sync-settle
 	Now         func() time.Time // the proxies' clock; default time.Now (bench_growth.go moves it)
 }
 
