@@ -26,6 +26,10 @@
 //     Amount and Currency change only when settling with a Currency; ObjectID
 //     and UpstreamStatus only when non-zero. A settled amount above the
 //     reserved one counts in full, even past a cap.
+//   - SettleLater (keybrake.LaterSettler, which every store implements)
+//     takes only settlements to settled, refusing others with EINVALID and
+//     queueing nothing; its done callback gets what Settle would have
+//     returned, and Close returns only once queued settlements are answered.
 //   - FindReservations with Limit 0 returns every match; ties in CreatedAt
 //     may come in any order.
 //   - LeaseUncertain skips any live lease (LeaseUntil after now), whoever
