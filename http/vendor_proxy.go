@@ -168,7 +168,7 @@ func (p *vendorProxy) reserve(w http.ResponseWriter, r *http.Request, c *vcall) 
 		}
 	}
 	rsv := &keybrake.Reservation{
-		ID:             randomID("rsv_", 24),
+		ID:             keybrake.NewReservationID(p.s.Now()),
 		KeyID:          c.key.ID,
 		IdempotencyKey: c.idemKey,
 		Fingerprint:    p.v.Name() + ":" + c.req.Operation + ":" + HashSecret(string(c.req.Body)),
