@@ -188,14 +188,15 @@ func (s *Server) settleArgs(rsv *keybrake.Reservation, status int, out VendorOut
 	return args, reason
 }
 
-// settleFor settles rsv as args says; a Holder's reservation that becomes
-// held is linked to its object (settleOutcome), another vendor's held
-// reservation (a price not known yet) is not an object keybrake sweeps.
+// settleFor settles rsv as args says, after the answer where it can
+// (settleAnswered); a Holder's reservation that becomes held is linked to
+// its object, another vendor's held reservation (a price not known yet)
+// is not an object keybrake sweeps.
 func (s *Server) settleFor(ctx context.Context, v Vendor, rsv *keybrake.Reservation, args keybrake.SettleArgs) (*keybrake.Reservation, error) {
-	if _, ok := v.(Holder); ok {
-		return s.settleOutcome(ctx, rsv, args)
+	if _, ok := v.(Holder); !ok && args.State == keybrake.StateHeld {
+		return s.Store.Settle(ctx, args)
 	}
-	return s.Store.Settle(ctx, args)
+	return s.settleAnswered(ctx, rsv, args)
 }
 
 // settleOutcome settles rsv as args says and, when the object can still

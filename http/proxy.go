@@ -298,7 +298,7 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, price f
 	}
 	now := s.Now()
 	rsv := &keybrake.Reservation{
-		ID:             randomID("rsv_", 24),
+		ID:             keybrake.NewReservationID(now),
 		KeyID:          c.key.ID,
 		IdempotencyKey: c.idemKey,
 		Fingerprint:    c.fingerprint(),

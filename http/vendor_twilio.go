@@ -119,10 +119,14 @@ func twilioClass(c twilio.Class) Class {
 	return ClassUnpriced
 }
 
-// Decide has nothing to add yet: Twilio scope (countries, prefixes,
-// senders; twilio.Policy) is not stored on keys.
+// Decide applies the key's Twilio scope (twilio.Policy: destination
+// countries and prefixes, senders, messaging services) to a create.
 func (v *twilioVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error {
-	return nil
+	if k.TwilioScope == nil {
+		return nil
+	}
+	tr := req.Parsed.(*twilioRequest)
+	return twilio.Policy(*k.TwilioScope).Check(twilio.ScopeOf(tr.op, tr.form))
 }
 
 // Price prices a message (segments × the country's rate) or a call
