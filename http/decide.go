@@ -2,7 +2,6 @@ package http
 
 import (
 	"context"
-	"net/http"
 	"strings"
 
 	"github.com/keybrake/keybrake"
@@ -87,16 +86,6 @@ func allowedList(allowed []string) string {
 		return "no operation"
 	}
 	return strings.Join(allowed, ", ")
-}
-
-func methodOf(op stripe.Operation) string {
-	switch op.Action {
-	case "retrieve", "list", "search":
-		return http.MethodGet
-	case "delete":
-		return http.MethodDelete
-	}
-	return http.MethodPost
 }
 
 // checkCustomer applies the customer allowlist. Operations on a customer
