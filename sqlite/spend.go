@@ -337,6 +337,19 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 	if !f.CreatedFrom.IsZero() {
 		where, args = append(where, "created_at >= ?"), append(args, f.CreatedFrom.UnixMicro())
 	}
+	if !f.CreatedBefore.IsZero() {
+		where, args = append(where, "created_at < ?"), append(args, f.CreatedBefore.UnixMicro())
+	}
+	if f.ObjectID != "" {
+		// The literal term lets SQLite use the partial index reservations_object.
+		where, args = append(where, "object_id <> '' AND object_id = ?"), append(args, f.ObjectID)
+	}
+	if f.Operation != "" {
+		where, args = append(where, "operation = ?"), append(args, f.Operation)
+	}
+	if f.Open {
+		where = append(where, "state IN ('reserved', 'uncertain')") // reservations_open_operation
+	}
 	q := `SELECT ` + resColumns + ` FROM reservations`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
@@ -392,6 +405,55 @@ func (s *Store) LeaseUncertain(ctx context.Context, owner string, now, staleBefo
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "lease uncertain")
+	}
+	return rs, nil
+}
+
+// LeaseHeld leases the due held reservations of args.Operations: those
+// whose lease is free or expired at args.Now, never leased first, then the
+// longest due. The partial index reservations_held_due keeps a pass from
+// reading every held reservation.
+func (s *Store) LeaseHeld(ctx context.Context, args keybrake.LeaseHeldArgs) ([]*keybrake.Reservation, error) {
+	if len(args.Operations) == 0 {
+		return nil, nil
+	}
+	limit := args.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	q := `SELECT ` + resColumns + ` FROM reservations
+		WHERE state = 'held' AND operation IN (?` + strings.Repeat(", ?", len(args.Operations)-1) + `)
+		AND (lease_until IS NULL OR lease_until <= ?)
+		ORDER BY lease_until, created_at, id LIMIT ?`
+	qargs := make([]any, 0, len(args.Operations)+2)
+	for _, op := range args.Operations {
+		qargs = append(qargs, op)
+	}
+	qargs = append(qargs, args.Now.UnixMicro(), limit)
+	rows, err := tx.QueryContext(ctx, q, qargs...)
+	if err != nil {
+		return nil, wrap(err, "lease held")
+	}
+	rs, err := collectReservations(rows, "lease held")
+	if err != nil {
+		return nil, err
+	}
+	until := dbTime(args.Until)
+	for _, r := range rs {
+		r.LeaseOwner, r.LeaseUntil = args.Owner, until
+		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET lease_owner = ?, lease_until = ? WHERE id = ?`,
+			r.LeaseOwner, r.LeaseUntil.UnixMicro(), r.ID); err != nil {
+			return nil, wrap(err, "lease %s", r.ID)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, wrap(err, "lease held")
 	}
 	return rs, nil
 }

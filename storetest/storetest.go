@@ -90,6 +90,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("ApprovalAlerts", func(t *testing.T) { testApprovalAlerts(t, o) })
 	t.Run("DriftAlerts", func(t *testing.T) { testDriftAlerts(t, o) })
 	t.Run("Counts", func(t *testing.T) { testCounts(t, o) })
+	t.Run("VendorResolve", func(t *testing.T) { testVendorResolve(t, o) })
 }
 
 // opener is what the test groups receive: open plus the close cleanup.
