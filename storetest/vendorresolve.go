@@ -81,7 +81,7 @@ func testVendorResolve(t *testing.T, open opener) {
 		m1 := held("m1", sms, T0)
 		m2 := held("m2", sms, T0.Add(time.Second))
 		c1 := held("c1", call, T0.Add(2*time.Second))
-		held("pi", "payment_intents.create", T0) // a Stripe hold: never leased here
+		held("pi", "payment_intents.create", T0)            // a Stripe hold: never leased here
 		mustReserveOp(t, s, "key_a", "m3", sms, 10_000, T0) // open: never leased here
 		lease := func(owner string, now, until time.Time, limit int) []string {
 			t.Helper()
