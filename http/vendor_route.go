@@ -12,7 +12,9 @@ import (
 func (s *Server) openVendors() {
 	s.vendors = map[string]*vendorProxy{}
 	if s.Twilio != nil {
-		s.vendors[keybrake.VendorTwilio] = newVendorProxy(s, newTwilioVendor(*s.Twilio), s.Twilio.Upstream)
+		tv := newTwilioVendor(*s.Twilio)
+		tv.lookup = &twilioLookup{store: s.Store, now: s.Now, answerWithin: s.UpstreamTimeout}
+		s.vendors[keybrake.VendorTwilio] = newVendorProxy(s, tv, s.Twilio.Upstream)
 	}
 	if s.Resend != nil {
 		s.vendors[keybrake.VendorResend] = newVendorProxy(s, &resendVendor{cfg: *s.Resend}, s.Resend.Upstream)

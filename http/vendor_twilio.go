@@ -40,6 +40,7 @@ type TwilioConfig struct {
 type twilioVendor struct {
 	cfg    TwilioConfig
 	pricer *twilio.Pricer
+	lookup *twilioLookup // finds what a lost create made (vendor_twilio_lookup.go); nil: never looked up
 }
 
 // twilioRequest is a parsed Twilio request.
@@ -195,12 +196,13 @@ func (v *twilioVendor) Redact(req *VendorRequest, body []byte) ([]byte, bool) {
 
 // Resolve fetches a held message or call by its sid and settles Twilio's
 // price once reported. A create whose answer was lost has no sid, and
-// Twilio has no idempotency key: it stays uncertain, counted at the
-// reserved amount (which the operator's rates keep at or above Twilio's
-// price), for an operator to reconcile.
+// Twilio has no idempotency key: it is looked up by what it named
+// (resolveLost), and stays counted at the reserved amount (which the
+// operator's rates keep at or above Twilio's price) while that cannot
+// tell.
 func (v *twilioVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, rt http.RoundTripper) (VendorOutcome, error) {
 	if rsv.ObjectID == "" {
-		return VendorOutcome{Reason: "Twilio has no idempotency: a create whose answer was lost stays counted until an operator reconciles it"}, nil
+		return v.resolveLost(ctx, rsv, rt)
 	}
 	coll := strings.TrimSuffix(strings.TrimPrefix(rsv.Request.Path, "/twilio"), ".json")
 	u := *v.cfg.Upstream
