@@ -60,7 +60,7 @@ func (p *vendorProxy) serve(w http.ResponseWriter, r *http.Request, path string)
 	s := p.s
 	c := &vcall{start: s.Now(), requestID: randomID("kbreq_", 20)}
 	w.Header().Set("Keybrake-Request-Id", c.requestID)
-	if !s.checkAuthLimit(w, r, false) {
+	if !s.checkVendorAuthLimit(w, r, p.v) { // vendor_authlimit.go
 		return
 	}
 	key, err := p.authenticate(r)
