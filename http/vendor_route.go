@@ -27,6 +27,12 @@ func (s *Server) openVendors() {
 func (s *Server) serveVendor(w http.ResponseWriter, r *http.Request, raw string) {
 	name, rest, _ := strings.Cut(strings.TrimPrefix(raw, "/"), "/")
 	if p := s.vendors[name]; p != nil {
+		// route marked every answer by Stripe's upstream; this route's
+		// own upstream decides.
+		w.Header().Del("Keybrake-Upstream")
+		if s.vendorSimulated(name) {
+			w.Header().Set("Keybrake-Upstream", "simulator")
+		}
 		p.serve(w, r, "/"+rest)
 		return
 	}
@@ -50,4 +56,16 @@ func (s *Server) vendorFor(rsv *keybrake.Reservation) (*vendorProxy, bool) {
 		return nil, false
 	}
 	return s.vendors[name], true
+}
+
+// vendorSimulated reports whether the vendor's upstream is its built-in
+// simulator.
+func (s *Server) vendorSimulated(name string) bool {
+	switch name {
+	case keybrake.VendorTwilio:
+		return s.Twilio != nil && s.Twilio.Simulated
+	case keybrake.VendorResend:
+		return s.Resend != nil && s.Resend.Simulated
+	}
+	return false
 }

@@ -33,6 +33,9 @@ type TwilioConfig struct {
 	// MaxCallSeconds prices and bounds calls without TimeLimit; see
 	// twilio.Pricer.
 	MaxCallSeconds int
+	// Simulated marks Upstream as the built-in simulator: /twilio answers
+	// carry Keybrake-Upstream: simulator, whatever Stripe's upstream is.
+	Simulated bool
 }
 
 // twilioVendor is Twilio's Programmable Messaging and Voice API behind

@@ -71,14 +71,14 @@ func (m *ServeMain) openVendors(s *khttp.Server) error {
 		if err != nil {
 			return err
 		}
-		tw.Upstream, tw.AccountSid, tw.Secret = u, sim.AccountSid(), twiliosim.DefaultAuthToken
+		tw.Upstream, tw.AccountSid, tw.Secret, tw.Simulated = u, sim.AccountSid(), twiliosim.DefaultAuthToken, true
 		m.logger.Warn("NO TWILIO CREDENTIALS CONFIGURED: /twilio is served by keybrake's built-in Twilio SIMULATOR; nothing is sent. Set TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN (or TWILIO_API_KEY and TWILIO_API_SECRET).", "simulator", u.String(), "account_sid", tw.AccountSid)
 	case !twilio.IsAccountSid(tw.AccountSid) || tw.Secret == "" || (tw.APIKeySid != "" && !twilio.IsAPIKeySid(tw.APIKeySid)):
 		return fmt.Errorf("invalid Twilio credentials: set TWILIO_ACCOUNT_SID (AC…) and TWILIO_AUTH_TOKEN, or TWILIO_ACCOUNT_SID with TWILIO_API_KEY (SK…) and TWILIO_API_SECRET")
 	default:
-		u, err := url.Parse(c.TwilioUpstream)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return fmt.Errorf("invalid --twilio-upstream %q: want an http(s) URL", c.TwilioUpstream)
+		u, err := vendorUpstream("--twilio-upstream", c.TwilioUpstream)
+		if err != nil {
+			return err
 		}
 		tw.Upstream = u
 	}
@@ -97,15 +97,40 @@ func (m *ServeMain) openVendors(s *khttp.Server) error {
 		if err != nil {
 			return err
 		}
-		rs.Upstream, rs.APIKey = u, resendsim.DefaultAPIKey
+		rs.Upstream, rs.APIKey, rs.Simulated = u, resendsim.DefaultAPIKey, true
 		m.logger.Warn("NO RESEND API KEY CONFIGURED: /resend is served by keybrake's built-in Resend SIMULATOR; no email is sent. Set RESEND_API_KEY.", "simulator", u.String())
 	} else if strings.HasPrefix(rs.APIKey, keybrake.VaultKeyPrefix) {
 		return fmt.Errorf("invalid RESEND_API_KEY: a vault key cannot be the upstream key")
-	} else if rs.Upstream, err = url.Parse(c.ResendUpstream); err != nil || rs.Upstream.Host == "" {
-		return fmt.Errorf("invalid --resend-upstream %q: want an http(s) URL", c.ResendUpstream)
+	} else if rs.Upstream, err = vendorUpstream("--resend-upstream", c.ResendUpstream); err != nil {
+		return err
 	}
 	s.Resend = &rs
 	return nil
+}
+
+// vendorUpstream reads the base URL a vendor's real credential is sent
+// to: http(s), a host, no user, query or fragment, and plain http only to
+// a loopback address (a simulator on this machine), never across a
+// network where the credential would travel in clear text. Only the
+// operator sets it: no request header or parameter can move a route to
+// another upstream.
+func vendorUpstream(flagName, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("invalid %s %q: want an http(s) base URL like https://api.example.com", flagName, raw)
+	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+		return nil, fmt.Errorf("invalid %s %q: plain http only to a loopback address (a local simulator); the real credential would cross the network in clear text", flagName, raw)
+	}
+	return u, nil
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // serveSim serves a simulator on a loopback port of its own, reached over
