@@ -13,7 +13,10 @@ func (s *Server) openVendors() {
 	s.vendors = map[string]*vendorProxy{}
 	if s.Twilio != nil {
 		tv := newTwilioVendor(*s.Twilio)
-		tv.lookup = &twilioLookup{store: s.Store, now: s.Now, answerWithin: s.UpstreamTimeout}
+		tv.lookup = &twilioLookup{store: s.Store, now: s.Now, answerWithin: s.UpstreamTimeout, skew: s.Twilio.LookupSkew}
+		if tv.lookup.skew <= 0 {
+			tv.lookup.skew = defaultTwilioSkew
+		}
 		s.vendors[keybrake.VendorTwilio] = newVendorProxy(s, tv, s.Twilio.Upstream)
 	}
 	if s.Resend != nil {

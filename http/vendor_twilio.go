@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/twilio"
@@ -33,6 +34,10 @@ type TwilioConfig struct {
 	// MaxCallSeconds prices and bounds calls without TimeLimit; see
 	// twilio.Pricer.
 	MaxCallSeconds int
+	// LookupSkew is the margin of a lost create's lookup for the clocks of
+	// keybrake and Twilio, and for Twilio's list to show a new resource;
+	// 1 minute by default (vendor_twilio_lookup.go).
+	LookupSkew time.Duration
 	// Simulated marks Upstream as the built-in simulator: /twilio answers
 	// carry Keybrake-Upstream: simulator, whatever Stripe's upstream is.
 	Simulated bool

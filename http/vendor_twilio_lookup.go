@@ -21,7 +21,7 @@ import (
 //
 // The decision for a lost create R, one line per outcome:
 //
-//	before R's window closed (forwarded + UpstreamTimeout + 2 min)    --> wait, counted in full
+//	before R's window closed (forwarded + UpstreamTimeout + 2 skews)  --> wait, counted in full
 //	an identical send (same signature) still in flight                --> wait
 //	exact matches ≥ identical lost sends                              --> R takes the i-th match (held, or settled at its price)
 //	fewer exact matches, all lost sends of one key                    --> the first ones take a match; the rest released once nothing else could be theirs
@@ -38,9 +38,10 @@ import (
 // reservation stays counted at its reserved amount, which the operator's
 // rates keep at or above Twilio's price.
 
-// twilioSkew widens the window for the clocks of keybrake and Twilio and
-// Twilio's second-resolution date_created.
-const twilioSkew = time.Minute
+// defaultTwilioSkew widens the window for the clocks of keybrake and
+// Twilio, Twilio's second-resolution date_created, and the time its list
+// takes to show a new resource (TwilioConfig.LookupSkew).
+const defaultTwilioSkew = time.Minute
 
 // twilioLookupPages bounds a lookup: LookupPageSize resources a page. A
 // lookup cut short can settle a match it found but never release.
@@ -54,11 +55,12 @@ type twilioLookup struct {
 	// answerWithin is how long after forwarding Twilio could still have
 	// created the resource: the proxy's upstream timeout.
 	answerWithin time.Duration
+	skew         time.Duration // TwilioConfig.LookupSkew
 }
 
 // window is when Twilio may have created what rsv forwarded.
 func (lk *twilioLookup) window(rsv *keybrake.Reservation) (from, until time.Time) {
-	return rsv.CreatedAt.Add(-twilioSkew), rsv.CreatedAt.Add(lk.answerWithin + twilioSkew)
+	return rsv.CreatedAt.Add(-lk.skew), rsv.CreatedAt.Add(lk.answerWithin + lk.skew)
 }
 
 // resolveLost finds the resource a lost create made, or decides that it
@@ -79,8 +81,8 @@ func (v *twilioVendor) resolveLost(ctx context.Context, rsv *keybrake.Reservatio
 		if g.ID == rsv.ID {
 			idx = i
 		}
-		if _, until := lk.window(g); now.Before(until.Add(twilioSkew)) {
-			return VendorOutcome{Reason: fmt.Sprintf("looking the %s up once Twilio shows it, after %s", strings.ToLower(sent.Kind[:len(sent.Kind)-1]), until.Add(twilioSkew).UTC().Format(time.RFC3339))}, nil
+		if _, until := lk.window(g); now.Before(until.Add(lk.skew)) {
+			return VendorOutcome{Reason: fmt.Sprintf("looking the %s up once Twilio shows it, after %s", strings.ToLower(sent.Kind[:len(sent.Kind)-1]), until.Add(lk.skew).UTC().Format(time.RFC3339))}, nil
 		}
 	}
 	if idx < 0 {
@@ -138,7 +140,7 @@ func found(r twilio.Resource, identical int) VendorOutcome {
 // rsv's signature and whose window overlaps rsv's, rsv included, sorted
 // by creation and ID.
 func (lk *twilioLookup) identical(ctx context.Context, rsv *keybrake.Reservation, sent twilio.Sent) ([]*keybrake.Reservation, error) {
-	span := lk.answerWithin + 2*twilioSkew
+	span := lk.answerWithin + 2*lk.skew
 	rs, err := lk.store.FindReservations(ctx, keybrake.ReservationFilter{
 		Operation: rsv.Operation, Open: true,
 		CreatedFrom: rsv.CreatedAt.Add(-span), CreatedBefore: rsv.CreatedAt.Add(span + time.Microsecond),

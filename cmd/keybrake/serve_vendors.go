@@ -27,18 +27,20 @@ const vendorHelp = `
 
 // VendorConfig is serve's configuration of the vendors beside Stripe.
 type VendorConfig struct {
-	TwilioUpstream string // --twilio-upstream
-	TwilioRates    string // --twilio-rates: a file in twilio.ParseRates' format
-	TwilioMaxCall  int    // --twilio-max-call-seconds
-	ResendUpstream string // --resend-upstream
-	ResendPerEmail string // --resend-per-email, USD
-	ResendPerRcpt  string // --resend-per-recipient, USD
+	TwilioUpstream string        // --twilio-upstream
+	TwilioRates    string        // --twilio-rates: a file in twilio.ParseRates' format
+	TwilioMaxCall  int           // --twilio-max-call-seconds
+	TwilioSkew     time.Duration // --twilio-lookup-skew
+	ResendUpstream string        // --resend-upstream
+	ResendPerEmail string        // --resend-per-email, USD
+	ResendPerRcpt  string        // --resend-per-recipient, USD
 }
 
 func vendorFlags(fs *flag.FlagSet, env Env, c *VendorConfig) {
 	fs.StringVar(&c.TwilioUpstream, "twilio-upstream", envDefault(env, "KEYBRAKE_TWILIO_UPSTREAM", "https://api.twilio.com"), "Twilio API base URL (KEYBRAKE_TWILIO_UPSTREAM)")
 	fs.StringVar(&c.TwilioRates, "twilio-rates", envDefault(env, "KEYBRAKE_TWILIO_RATES", ""), "file of per-country Twilio rates, one country a line (\"US sms=0.0110 voice=0.0140\"); unset = an example table (KEYBRAKE_TWILIO_RATES)")
 	fs.IntVar(&c.TwilioMaxCall, "twilio-max-call-seconds", envInt(env, "KEYBRAKE_TWILIO_MAX_CALL_SECONDS", 0), "longest call a key may place; calls without TimeLimit are priced at it and get it as TimeLimit (KEYBRAKE_TWILIO_MAX_CALL_SECONDS)")
+	fs.DurationVar(&c.TwilioSkew, "twilio-lookup-skew", envDuration(env, "KEYBRAKE_TWILIO_LOOKUP_SKEW", time.Minute), "margin of the lookup of a Twilio create whose answer was lost, for clock skew and Twilio's list catching up; it is looked up once --upstream-timeout plus twice this has passed (KEYBRAKE_TWILIO_LOOKUP_SKEW)")
 	fs.StringVar(&c.ResendUpstream, "resend-upstream", envDefault(env, "KEYBRAKE_RESEND_UPSTREAM", "https://api.resend.com"), "Resend API base URL (KEYBRAKE_RESEND_UPSTREAM)")
 	fs.StringVar(&c.ResendPerEmail, "resend-per-email", envDefault(env, "KEYBRAKE_RESEND_PER_EMAIL", "0.001"), "USD reserved per email sent (KEYBRAKE_RESEND_PER_EMAIL)")
 	fs.StringVar(&c.ResendPerRcpt, "resend-per-recipient", envDefault(env, "KEYBRAKE_RESEND_PER_RECIPIENT", "0"), "USD reserved per recipient, added to the per-email rate (KEYBRAKE_RESEND_PER_RECIPIENT)")
@@ -59,7 +61,10 @@ func (m *ServeMain) openVendors(s *khttp.Server) error {
 			return fmt.Errorf("--twilio-rates %s: %w", c.TwilioRates, err)
 		}
 	}
-	tw := &khttp.TwilioConfig{Rates: rates, MaxCallSeconds: c.TwilioMaxCall,
+	if c.TwilioSkew <= 0 {
+		return fmt.Errorf("invalid --twilio-lookup-skew (KEYBRAKE_TWILIO_LOOKUP_SKEW): must be a positive duration like 1m")
+	}
+	tw := &khttp.TwilioConfig{Rates: rates, MaxCallSeconds: c.TwilioMaxCall, LookupSkew: c.TwilioSkew,
 		AccountSid: strings.TrimSpace(env.Getenv("TWILIO_ACCOUNT_SID")), Secret: strings.TrimSpace(env.Getenv("TWILIO_AUTH_TOKEN"))}
 	if k := strings.TrimSpace(env.Getenv("TWILIO_API_KEY")); k != "" {
 		tw.APIKeySid, tw.Secret = k, strings.TrimSpace(env.Getenv("TWILIO_API_SECRET"))
