@@ -210,3 +210,19 @@ func TestTwilioLostAnswerOtherTrafficIgnored(t *testing.T) {
 		t.Fatalf("reservations %v, spend %+v: want released", got, sp)
 	}
 }
+
+func TestTwilioLostAnswerUnnormalisedSenderStaysCounted(t *testing.T) {
+	// The request wrote From as Twilio would not store it; a message to the
+	// same number from that sender, as Twilio normalises it, may be this
+	// one: keybrake neither takes it nor releases.
+	e := MustOpenVendors(t)
+	id, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	e.lose(t, 1, false)
+	_, err := e.TwilioClient(t, secret).Api.CreateMessage(sms("+14155550123").SetFrom("+1 (415) 555-0100"))
+	twilioErr(t, err, 500, twilio.CodeInternal)
+	e.simSend(t, url.Values{"To": {"+14155550123"}, "From": {"+14155550100"}, "Body": {"Your code is 123456"}})
+	e.settleAll(t)
+	if got, sp := e.reservations(t, id), e.Spend(t, id); got[keybrake.StateUncertain] != 1 || sp.Uncertain != 20000 {
+		t.Fatalf("reservations %v, spend %+v: want uncertain, counted", got, sp)
+	}
+}
