@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	api "github.com/twilio/twilio-go/rest/api/v2010"
+
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/internal/simfault"
 	"github.com/keybrake/keybrake/twilio"
@@ -224,5 +226,23 @@ func TestTwilioLostAnswerUnnormalisedSenderStaysCounted(t *testing.T) {
 	e.settleAll(t)
 	if got, sp := e.reservations(t, id), e.Spend(t, id); got[keybrake.StateUncertain] != 1 || sp.Uncertain != 20000 {
 		t.Fatalf("reservations %v, spend %+v: want uncertain, counted", got, sp)
+	}
+}
+
+func TestTwilioLostCallFoundByLookup(t *testing.T) {
+	e := MustOpenVendors(t)
+	id, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1","allowed_endpoints":["calls.create"]}`)
+	e.lose(t, 1, true)
+	_, err := e.TwilioClient(t, secret).Api.CreateCall((&api.CreateCallParams{}).SetTo("+14155550123").SetFrom("+14155550100").
+		SetTwiml("<Response><Say>hi</Say></Response>").SetTimeLimit(120))
+	twilioErr(t, err, 503, twilio.CodeUnavailable)
+	e.settleAll(t)
+	calls := e.Twilio.GroundTruth().Calls
+	rs, _ := e.Store.FindReservations(context.Background(), keybrake.ReservationFilter{KeyID: id})
+	if len(calls) != 1 || len(rs) != 1 || rs[0].ObjectID != calls[0].Sid || rs[0].State != keybrake.StateSettled {
+		t.Fatalf("reservations %+v, calls %+v", rs, calls)
+	}
+	if sp, billed := e.Spend(t, id), e.Twilio.Billed(); sp.Day != billed.Micros || sp.Uncertain != 0 {
+		t.Fatalf("spend %+v, twiliosim billed %+v", sp, billed)
 	}
 }
