@@ -246,3 +246,31 @@ func TestTwilioLostCallFoundByLookup(t *testing.T) {
 		t.Fatalf("spend %+v, twiliosim billed %+v", sp, billed)
 	}
 }
+
+func TestTwilioLostScheduledMessageHeldUntilPriced(t *testing.T) {
+	// A scheduled message has no price until it is sent: the lookup finds
+	// it and holds the reservation at the reserved amount with its sid; the
+	// price pass settles Twilio's price once the message went out.
+	e := MustOpenVendors(t)
+	id, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	e.lose(t, 1, true)
+	p := (&api.CreateMessageParams{}).SetTo("+14155550123").SetMessagingServiceSid("MG00000000000000000000000000000001").
+		SetBody("Your code is 123456").SetScheduleType("fixed").SetSendAt(e.Clock.Now().Add(time.Hour))
+	_, err := e.TwilioClient(t, secret).Api.CreateMessage(p)
+	twilioErr(t, err, 503, twilio.CodeUnavailable)
+	e.Clock.Advance(pastLookupWindow)
+	e.resolvePass(t)
+	rs, _ := e.Store.FindReservations(context.Background(), keybrake.ReservationFilter{KeyID: id})
+	truth := e.Twilio.GroundTruth().Messages
+	if len(truth) != 1 || rs[0].State != keybrake.StateHeld || rs[0].ObjectID != truth[0].Sid {
+		t.Fatalf("before the send: %+v (twiliosim %d messages), want held on the scheduled message", rs[0], len(truth))
+	}
+	if sp := e.Spend(t, id); sp.Held != 20000 || sp.Uncertain != 0 {
+		t.Fatalf("held spend = %+v", sp)
+	}
+	e.Clock.Advance(time.Hour)
+	e.resolvePass(t)
+	if sp, billed := e.Spend(t, id), e.Twilio.Billed(); sp.Held != 0 || sp.Day != billed.Micros || billed.Micros == 0 {
+		t.Fatalf("after the send: spend %+v, twiliosim billed %+v", sp, billed)
+	}
+}

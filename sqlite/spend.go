@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"sort"
 	"strings"
 	"time"
 
@@ -411,8 +412,10 @@ func (s *Store) LeaseUncertain(ctx context.Context, owner string, now, staleBefo
 
 // LeaseHeld leases the due held reservations of args.Operations: those
 // whose lease is free or expired at args.Now, never leased first, then the
-// longest due. The partial index reservations_held_due keeps a pass from
-// reading every held reservation.
+// longest due. Each operation's never-leased and expired ones are read as
+// two ranges of the partial index reservations_held_due, each cut at the
+// limit, so a pass reads at most what it may lease, never every held
+// reservation.
 func (s *Store) LeaseHeld(ctx context.Context, args keybrake.LeaseHeldArgs) ([]*keybrake.Reservation, error) {
 	if len(args.Operations) == 0 {
 		return nil, nil
@@ -427,23 +430,41 @@ func (s *Store) LeaseHeld(ctx context.Context, args keybrake.LeaseHeldArgs) ([]*
 	}
 	defer tx.Rollback()
 
-	q := `SELECT ` + resColumns + ` FROM reservations
-		WHERE state = 'held' AND operation IN (?` + strings.Repeat(", ?", len(args.Operations)-1) + `)
-		AND (lease_until IS NULL OR lease_until <= ?)
-		ORDER BY lease_until, created_at, id LIMIT ?`
-	qargs := make([]any, 0, len(args.Operations)+2)
+	var rs []*keybrake.Reservation
 	for _, op := range args.Operations {
-		qargs = append(qargs, op)
+		for _, q := range []struct {
+			cond string
+			args []any
+		}{
+			{"lease_until IS NULL", []any{op, limit}},
+			{"lease_until <= ?", []any{op, args.Now.UnixMicro(), limit}},
+		} {
+			rows, err := tx.QueryContext(ctx, `SELECT `+resColumns+` FROM reservations
+				WHERE state = 'held' AND operation = ? AND `+q.cond+`
+				ORDER BY lease_until, created_at, id LIMIT ?`, q.args...)
+			if err != nil {
+				return nil, wrap(err, "lease held")
+			}
+			some, err := collectReservations(rows, "lease held")
+			if err != nil {
+				return nil, err
+			}
+			rs = append(rs, some...)
+		}
 	}
-	qargs = append(qargs, args.Now.UnixMicro(), limit)
-	rows, err := tx.QueryContext(ctx, q, qargs...)
-	if err != nil {
-		return nil, wrap(err, "lease held")
-	}
-	rs, err := collectReservations(rows, "lease held")
-	if err != nil {
-		return nil, err
-	}
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		switch {
+		case a.LeaseUntil.IsZero() != b.LeaseUntil.IsZero():
+			return a.LeaseUntil.IsZero()
+		case !a.LeaseUntil.Equal(b.LeaseUntil):
+			return a.LeaseUntil.Before(b.LeaseUntil)
+		case !a.CreatedAt.Equal(b.CreatedAt):
+			return a.CreatedAt.Before(b.CreatedAt)
+		}
+		return a.ID < b.ID
+	})
+	rs = rs[:min(len(rs), limit)]
 	until := dbTime(args.Until)
 	for _, r := range rs {
 		r.LeaseOwner, r.LeaseUntil = args.Owner, until

@@ -13,5 +13,5 @@ CREATE INDEX reservations_open_operation ON reservations (operation, created_at)
 
 -- The held reservations of one operation by due time (the lease), what
 -- LeaseHeld reads: a pass reads what is due, not every held reservation.
-CREATE INDEX reservations_held_due ON reservations (operation, lease_until)
+CREATE INDEX reservations_held_due ON reservations (operation, lease_until, created_at)
 	WHERE state = 'held';
