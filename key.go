@@ -68,7 +68,9 @@ type Key struct {
 	SecretPrefix string `json:"key_prefix"` // first characters, for recognising a key in logs
 
 	Caps
-	CountCaps                           // daily message, call and email caps (vendor.go)
+	CountCaps                           // daily and monthly message, call and email caps (vendor.go)
+	TwilioScope       *TwilioScope      `json:"twilio_scope"` // nil: no Twilio allowlists (scope.go)
+	ResendScope       *ResendScope      `json:"resend_scope"` // nil: no Resend allowlists (scope.go)
 	AllowedEndpoints  []string          `json:"allowed_endpoints"`
 	AllowedCustomers  []string          `json:"allowed_customers"`
 	AllowedAccounts   []string          `json:"allowed_accounts"`
@@ -172,8 +174,10 @@ type KeyUpdate struct {
 	Approval          *ApprovalPolicy // a zero ApprovalPolicy removes the requirement
 	SetExpiresAt      bool
 	ExpiresAt         *time.Time
-	CountCaps         *CountCaps // replaces the daily count caps CountCapFields names, all three when it names none
-	CountCapFields    []string   // JSON names (daily_message_cap…) of the count caps CountCaps sets
+	CountCaps         *CountCaps   // replaces the count caps CountCapFields names, all six when it names none
+	CountCapFields    []string     // JSON names (daily_message_cap…) of the count caps CountCaps sets
+	TwilioScope       *TwilioScope // replaces the Twilio scope; a zero TwilioScope removes it
+	ResendScope       *ResendScope // replaces the Resend scope; a zero ResendScope removes it
 }
 
 // Apply changes k as upd says. Caps and the expiry are copied, so k shares
@@ -185,6 +189,7 @@ func (k *Key) Apply(upd KeyUpdate) {
 	if upd.CountCaps != nil {
 		k.CountCaps = k.CountCaps.merge(*upd.CountCaps, upd.CountCapFields)
 	}
+	k.applyScope(upd) // scope.go
 	for _, c := range []struct {
 		set bool
 		dst **Micros

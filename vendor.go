@@ -22,22 +22,26 @@ func KnownVendor(name string) bool {
 	return false
 }
 
-// Count kinds: what a count cap limits per day, beside the USD caps. A
-// reservation counts at most one kind (Reservation.CountKind); it counts
-// while reserved, uncertain, held or settled, and stops counting when
-// released, exactly like its USD amount.
+// Count kinds: what a count cap limits per day or month, beside the USD
+// caps. A reservation counts at most one kind (Reservation.CountKind); it
+// counts while reserved, uncertain, held or settled, and stops counting
+// when released, exactly like its USD amount.
 const (
 	CountMessages = "messages" // Twilio messages created (SMS or MMS)
 	CountCalls    = "calls"    // Twilio calls placed
 	CountEmails   = "emails"   // Resend emails sent (a batch counts each)
 )
 
-// CountCaps are a key's daily count limits, in the key's calendar day like
-// the daily USD cap. A nil cap is no limit.
+// CountCaps are a key's count limits: daily in the key's calendar day like
+// the daily USD cap, monthly in its calendar month like the monthly USD
+// cap. A nil cap is no limit.
 type CountCaps struct {
-	DailyMessages *int64 `json:"daily_message_cap"`
-	DailyCalls    *int64 `json:"daily_call_cap"`
-	DailyEmails   *int64 `json:"daily_email_cap"`
+	DailyMessages   *int64 `json:"daily_message_cap"`
+	DailyCalls      *int64 `json:"daily_call_cap"`
+	DailyEmails     *int64 `json:"daily_email_cap"`
+	MonthlyMessages *int64 `json:"monthly_message_cap"`
+	MonthlyCalls    *int64 `json:"monthly_call_cap"`
+	MonthlyEmails   *int64 `json:"monthly_email_cap"`
 }
 
 // For returns the daily cap of kind, nil when there is none.
@@ -53,24 +57,50 @@ func (c CountCaps) For(kind string) *int64 {
 	return nil
 }
 
-// OverCount describes a daily count cap a reservation would exceed.
+// ForMonth returns the monthly cap of kind, nil when there is none.
+func (c CountCaps) ForMonth(kind string) *int64 {
+	switch kind {
+	case CountMessages:
+		return c.MonthlyMessages
+	case CountCalls:
+		return c.MonthlyCalls
+	case CountEmails:
+		return c.MonthlyEmails
+	}
+	return nil
+}
+
+// OverCount describes a count cap a reservation would exceed.
 type OverCount struct {
-	Kind      string    `json:"kind"` // CountMessages, CountCalls or CountEmails
+	Kind      string    `json:"kind"`   // CountMessages, CountCalls or CountEmails
+	Window    string    `json:"window"` // WindowDaily or WindowMonthly
 	Cap       int64     `json:"cap"`
-	Used      int64     `json:"used"` // reserved, uncertain, held and settled today
+	Used      int64     `json:"used"` // reserved, uncertain, held and settled in the window
 	Requested int64     `json:"requested"`
 	ResetsAt  time.Time `json:"resets_at"`
 }
 
+// CountUse is what a key has used of one count kind: in the calendar day
+// and in the calendar month containing a time, in the key's zone.
+type CountUse struct {
+	Day, Month int64
+}
+
 // CheckCount returns the OverCount of a reservation of n of kind on a key
-// whose caps are caps and which has used used today (in loc), or nil when
-// it fits. Landing exactly on the cap passes.
-func CheckCount(caps CountCaps, kind string, used, n int64, now time.Time, loc *time.Location) *OverCount {
-	c := caps.For(kind)
-	if c == nil || n <= 0 || used+n <= *c {
+// whose caps are caps and which has used used in the day and month of now
+// (in loc), or nil when it fits. The daily cap is checked first. Landing
+// exactly on a cap passes.
+func CheckCount(caps CountCaps, kind string, used CountUse, n int64, now time.Time, loc *time.Location) *OverCount {
+	if n <= 0 {
 		return nil
 	}
-	return &OverCount{Kind: kind, Cap: *c, Used: used, Requested: n, ResetsAt: DayReset(now, loc)}
+	if c := caps.For(kind); c != nil && used.Day+n > *c {
+		return &OverCount{Kind: kind, Window: WindowDaily, Cap: *c, Used: used.Day, Requested: n, ResetsAt: DayReset(now, loc)}
+	}
+	if c := caps.ForMonth(kind); c != nil && used.Month+n > *c {
+		return &OverCount{Kind: kind, Window: WindowMonthly, Cap: *c, Used: used.Month, Requested: n, ResetsAt: MonthReset(now, loc)}
+	}
+	return nil
 }
 
 func (c CountCaps) clone() CountCaps {
@@ -81,7 +111,8 @@ func (c CountCaps) clone() CountCaps {
 		v := *p
 		return &v
 	}
-	return CountCaps{DailyMessages: cp(c.DailyMessages), DailyCalls: cp(c.DailyCalls), DailyEmails: cp(c.DailyEmails)}
+	return CountCaps{DailyMessages: cp(c.DailyMessages), DailyCalls: cp(c.DailyCalls), DailyEmails: cp(c.DailyEmails),
+		MonthlyMessages: cp(c.MonthlyMessages), MonthlyCalls: cp(c.MonthlyCalls), MonthlyEmails: cp(c.MonthlyEmails)}
 }
 
 // DefaultVendorEndpoints returns the operations a key of vendor created

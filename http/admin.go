@@ -301,7 +301,7 @@ func applyFields(fields map[string]json.RawMessage, k *keybrake.Key, upd *keybra
 		if k.Timezone == "" {
 			k.Timezone = "UTC"
 		}
-		return checkCountVendor(k.Vendor, *upd) // counts.go
+		return checkVendorFields(k.Vendor, *upd) // scope.go
 	}
 	return nil
 }
@@ -310,6 +310,9 @@ func applyFields(fields map[string]json.RawMessage, k *keybrake.Key, upd *keybra
 // only at creation (vendor, timezone) go to k.
 func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake.KeyUpdate, create bool) error {
 	if ok, err := applyCountField(name, raw, upd); ok { // counts.go
+		return err
+	}
+	if ok, err := applyScopeField(name, raw, upd); ok { // scope.go
 		return err
 	}
 	isNull := string(raw) == "null"
@@ -443,7 +446,7 @@ func applyField(name string, raw json.RawMessage, k *keybrake.Key, upd *keybrake
 		}
 		upd.Guards = g
 	default:
-		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, allow_secret_reads, metadata, expires_at, guards, mint, approval, daily_message_cap, daily_email_cap, daily_call_cap.", name)
+		return keybrake.ErrorParam(name, "Unknown field %q. Known fields: vendor, label, daily_usd_cap, monthly_usd_cap, total_usd_cap, per_request_usd_cap, allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies, timezone, allow_unpriced, allow_secret_reads, metadata, expires_at, guards, mint, approval, daily_message_cap, daily_email_cap, daily_call_cap, monthly_message_cap, monthly_email_cap, monthly_call_cap, twilio_scope, resend_scope.", name)
 	}
 	return nil
 }

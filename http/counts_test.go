@@ -117,10 +117,11 @@ func testCountCapsSDK(t *testing.T, e *VendorEnv) {
 }
 
 type countView struct {
-	Cap       *int64    `json:"cap"`
-	Used      int64     `json:"used"`
-	Remaining *int64    `json:"remaining"`
-	ResetsAt  time.Time `json:"resets_at"`
+	Cap       *int64     `json:"cap"`
+	Used      int64      `json:"used"`
+	Remaining *int64     `json:"remaining"`
+	ResetsAt  time.Time  `json:"resets_at"`
+	Monthly   *countView `json:"monthly"`
 }
 
 func keyCounts(tb testing.TB, e *Env, id string) map[string]countView {

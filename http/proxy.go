@@ -291,7 +291,7 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, form *s
 	}
 	now := s.Now()
 	rsv := &keybrake.Reservation{
-		ID:             randomID("rsv_", 24),
+		ID:             keybrake.NewReservationID(now),
 		KeyID:          c.key.ID,
 		IdempotencyKey: c.idemKey,
 		Fingerprint:    c.fingerprint(),
@@ -585,7 +585,7 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, out stripe.Outc
 		args.State = keybrake.StateUncertain
 		reason = fmt.Sprintf("uncertain: upstream answered %d; the resolver will replay it", status)
 	}
-	updated, err := p.s.settleOutcome(context.WithoutCancel(ctx), rsv, args)
+	updated, err := p.s.settleAnswered(context.WithoutCancel(ctx), rsv, args)
 	if err != nil {
 		// The reservation stays counted; the resolver settles it later.
 		p.s.logger().Error("settle failed; left for the resolver", "reservation", rsv.ID, "err", err)

@@ -63,6 +63,12 @@ type Server struct {
 	// StaleAfter is how long a reservation may stay "reserved" before the
 	// resolver treats it as interrupted (its replica died). Default 2 min.
 	StaleAfter time.Duration
+	// SettleAfterAnswer answers a charge that succeeded upstream before
+	// its settlement commits, when the store can settle later
+	// (keybrake.LaterSettler): the request path then pays one commit, the
+	// reservation's. Until the settlement commits the reservation counts
+	// in full; after a crash the resolver settles it (settle_later.go).
+	SettleAfterAnswer bool
 	// HoldTTL is how long keybrake keeps a hold on an object that can still
 	// move money (an unconfirmed payment intent, an uncaptured
 	// authorization) before the hold sweeper ends it: it cancels the object

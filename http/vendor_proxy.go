@@ -168,7 +168,7 @@ func (p *vendorProxy) reserve(w http.ResponseWriter, r *http.Request, c *vcall) 
 		}
 	}
 	rsv := &keybrake.Reservation{
-		ID:             randomID("rsv_", 24),
+		ID:             keybrake.NewReservationID(p.s.Now()),
 		KeyID:          c.key.ID,
 		IdempotencyKey: c.idemKey,
 		Fingerprint:    p.v.Name() + ":" + c.req.Operation + ":" + HashSecret(string(c.req.Body)),
@@ -181,6 +181,7 @@ func (p *vendorProxy) reserve(w http.ResponseWriter, r *http.Request, c *vcall) 
 		Request:        keybrake.UpstreamRequest{Method: r.Method, Path: "/" + p.v.Name() + c.req.Path, Body: string(c.req.Body)},
 	}
 	res, err := p.s.Store.Reserve(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: p.s.Now()})
+	res, err = p.rearmReleased(r, rsv, res, err) // vendor_rearm.go
 	switch {
 	case err != nil:
 		p.deny(w, r, c, vendorStoreError(err, p.v.Name()))
@@ -231,8 +232,8 @@ func overCapError(c *vcall, o *keybrake.OverCap, vendor string) error {
 }
 
 func overCountError(c *vcall, o *keybrake.OverCount, vendor string) error {
-	return &keybrake.Error{Code: keybrake.EOVERCAP, Message: fmt.Sprintf("keybrake refused %s: %d more %s would exceed the daily cap of %d %s on vault key %s (%d used; resets %s). Nothing was sent to %s.",
-		c.op(), o.Requested, o.Kind, o.Cap, o.Kind, c.key.ID, o.Used, o.ResetsAt.UTC().Format(time.RFC3339), vendor)}
+	return &keybrake.Error{Code: keybrake.EOVERCAP, Message: fmt.Sprintf("keybrake refused %s: %d more %s would exceed the %s cap of %d %s on vault key %s (%d used; resets %s). Nothing was sent to %s.",
+		c.op(), o.Requested, o.Kind, o.Window, o.Cap, o.Kind, c.key.ID, o.Used, o.ResetsAt.UTC().Format(time.RFC3339), vendor)}
 }
 
 // deny refuses the request in the vendor's shape and records why.

@@ -111,9 +111,16 @@ func resendClass(c resend.Class) Class {
 	return ClassUnpriced
 }
 
-// Decide has nothing to add yet: Resend scope (senders, recipient domains;
-// resend.Policy) is not stored on keys.
-func (v *resendVendor) Decide(k *keybrake.Key, req *VendorRequest) error { return nil }
+// Decide applies the key's Resend scope (resend.Policy: senders,
+// recipient domains, recipients per email) to every email of a send or a
+// batch.
+func (v *resendVendor) Decide(k *keybrake.Key, req *VendorRequest) error {
+	if k.ResendScope == nil {
+		return nil
+	}
+	rr := req.Parsed.(*resendRequest)
+	return resend.Policy(*k.ResendScope).Check(rr.emails, rr.op.Name == "emails.batch")
+}
 
 // Price prices every email of a send or a batch; a batch is reserved
 // whole.

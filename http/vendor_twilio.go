@@ -125,9 +125,15 @@ func twilioClass(c twilio.Class) Class {
 	return ClassUnpriced
 }
 
-// Decide has nothing to add yet: Twilio scope (countries, prefixes,
-// senders; twilio.Policy) is not stored on keys.
-func (v *twilioVendor) Decide(k *keybrake.Key, req *VendorRequest) error { return nil }
+// Decide applies the key's Twilio scope (twilio.Policy: destination
+// countries and prefixes, senders, messaging services) to a create.
+func (v *twilioVendor) Decide(k *keybrake.Key, req *VendorRequest) error {
+	if k.TwilioScope == nil {
+		return nil
+	}
+	tr := req.Parsed.(*twilioRequest)
+	return twilio.Policy(*k.TwilioScope).Check(twilio.ScopeOf(tr.op, tr.form))
+}
 
 // Price prices a message (segments × the country's rate) or a call
 // (minutes × the voice rate), counting one of either. A capped key's call

@@ -17,8 +17,8 @@ var errNoWrite = errors.New("postgres: nothing to commit")
 // in one transaction of its own, outside the key's batch queue: it takes
 // the key row lock keybrake_reserve takes (FOR NO KEY UPDATE, so it queues
 // behind and ahead of the batches of the same key), looks for a replay,
-// checks the daily count cap against the key's unreleased reservations of
-// that kind and day, then runs keybrake_reserve itself for the USD caps,
+// checks the daily and monthly count caps against the key's unreleased
+// reservations of that kind, day and month, then runs keybrake_reserve itself for the USD caps,
 // guards and insert, and records the count on the new row. The Stripe path
 // and its batching are untouched. Returns the outcome of keybrake_reserve,
 // or the OverCount with nothing recorded.
@@ -31,7 +31,7 @@ func (s *Store) reserveCounted(ctx context.Context, r *keybrake.Reservation, now
 		var (
 			raw      []byte
 			replayID *string
-			used     int64
+			used     keybrake.CountUse
 		)
 		err := tx.QueryRow(ctx, `SELECT k.count_caps,
 			(SELECT id FROM reservations WHERE key_id = k.id AND idempotency_key = $2)
@@ -46,9 +46,7 @@ func (s *Store) reserveCounted(ctx context.Context, r *keybrake.Reservation, now
 					return err
 				}
 			}
-			if err := tx.QueryRow(ctx, `SELECT COALESCE(SUM(count), 0) FROM reservations
-				WHERE key_id = $1 AND count_kind = $2 AND day = $3 AND state <> 'released'`,
-				r.KeyID, r.CountKind, r.Day).Scan(&used); err != nil {
+			if used, err = countUse(ctx, tx, r.KeyID, r.CountKind, r.Day, r.Month); err != nil {
 				return err
 			}
 			if over = keybrake.CheckCount(caps, r.CountKind, used, r.Count, now, loc); over != nil {
@@ -76,28 +74,40 @@ func (s *Store) reserveCounted(ctx context.Context, r *keybrake.Reservation, now
 	return out, over, err
 }
 
-// CountsUsed returns what the key has used today (in its zone, at now) of
-// each count kind: its reservations of that kind and day not released.
-// Returns ENOTFOUND for an unknown key.
-func (s *Store) CountsUsed(ctx context.Context, keyID string, now time.Time) (map[string]int64, error) {
+// countUse returns what the key has used of kind in day and month: its
+// reservations of that kind and window not released. The caller holds the
+// key's row lock, so no reservation of the key commits in between.
+func countUse(ctx context.Context, tx pgx.Tx, keyID, kind, day, month string) (keybrake.CountUse, error) {
+	var u keybrake.CountUse
+	err := tx.QueryRow(ctx, `SELECT
+		COALESCE((SELECT SUM(count) FROM reservations WHERE key_id = $1 AND count_kind = $2 AND day = $3 AND state <> 'released'), 0)::bigint,
+		COALESCE((SELECT SUM(count) FROM reservations WHERE key_id = $1 AND count_kind = $2 AND month = $4 AND state <> 'released'), 0)::bigint`,
+		keyID, kind, day, month).Scan(&u.Day, &u.Month)
+	return u, err
+}
+
+// CountsUsed returns what the key has used in its day and month (in its
+// zone, at now) of each count kind: its reservations of that kind and
+// window not released. Returns ENOTFOUND for an unknown key.
+func (s *Store) CountsUsed(ctx context.Context, keyID string, now time.Time) (map[string]keybrake.CountUse, error) {
 	loc, err := s.location(ctx, keyID)
 	if err != nil {
 		return nil, err
 	}
-	day, _ := keybrake.Buckets(now, loc)
-	used := map[string]int64{}
+	day, month := keybrake.Buckets(now, loc)
+	used := map[string]keybrake.CountUse{}
 	err = s.query(ctx, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var kind string
-			var n int64
-			if err := rows.Scan(&kind, &n); err != nil {
+			var u keybrake.CountUse
+			if err := rows.Scan(&kind, &u.Day, &u.Month); err != nil {
 				return err
 			}
-			used[kind] = n
+			used[kind] = u
 		}
 		return rows.Err()
-	}, `SELECT count_kind, SUM(count)::bigint FROM reservations
-		WHERE key_id = $1 AND count_kind <> '' AND day = $2 AND state <> 'released' GROUP BY count_kind`, keyID, day)
+	}, `SELECT count_kind, SUM(CASE WHEN day = $2 THEN count ELSE 0 END)::bigint, SUM(count)::bigint FROM reservations
+		WHERE key_id = $1 AND count_kind <> '' AND month = $3 AND state <> 'released' GROUP BY count_kind`, keyID, day, month)
 	if err != nil {
 		return nil, s.wrap("counts of "+keyID, err)
 	}
@@ -109,5 +119,15 @@ func encodeCountCaps(c keybrake.CountCaps) []byte {
 		return nil
 	}
 	b, _ := json.Marshal(c) // plain struct: cannot fail
+	return b
+}
+
+// encodeScope returns k's scope as stored, nil (NULL) for none.
+func encodeScope(k *keybrake.Key) []byte {
+	sc := keybrake.ScopeOf(k)
+	if sc == nil {
+		return nil
+	}
+	b, _ := json.Marshal(sc) // plain struct: cannot fail
 	return b
 }

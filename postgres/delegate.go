@@ -72,13 +72,14 @@ func (s *Store) MintChild(ctx context.Context, args keybrake.MintArgs) (keybrake
 			per_request_cap, daily_cap, monthly_cap, total_cap,
 			allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 			timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
-			allow_secret_reads, guards, suspended_at, suspended_reason, parent_id, mint, approval)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, NULL, $18, $18, $19, $20, NULL, '', $21, $22, $23)`,
+			allow_secret_reads, guards, suspended_at, suspended_reason, parent_id, mint, approval, count_caps, scope)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, NULL, $18, $18, $19, $20, NULL, '', $21, $22, $23, $24, $25)`,
 			child.ID, child.Vendor, child.Label, child.SecretHash, child.SecretPrefix,
 			child.PerRequest, child.Daily, child.Monthly, child.Total,
 			child.AllowedEndpoints, child.AllowedCustomers, child.AllowedAccounts, child.AllowedCurrencies,
 			child.Timezone, child.AllowUnpriced, meta, tsPtr(child.ExpiresAt), now,
-			child.AllowSecretReads, encodeGuards(child.Guards), child.ParentID, child.Mint, encodeApproval(child.Approval)); err != nil {
+			child.AllowSecretReads, encodeGuards(child.Guards), child.ParentID, child.Mint, encodeApproval(child.Approval),
+			encodeCountCaps(child.CountCaps), encodeScope(&child)); err != nil {
 			return err
 		}
 		esc := escrowOf(parent.ID, &child, args.EscrowID, day, month, now)
@@ -112,7 +113,7 @@ func (s *Store) MintChild(ctx context.Context, args keybrake.MintArgs) (keybrake
 // escrowOf is the parent's held reservation of child's budget.
 func escrowOf(parentID string, child *keybrake.Key, id, day, month string, now time.Time) *keybrake.Reservation {
 	if id == "" {
-		id = newReservationID()
+		id = keybrake.NewReservationID(now)
 	}
 	return &keybrake.Reservation{
 		ID: id, KeyID: parentID, IdempotencyKey: "escrow:" + child.ID, Operation: keybrake.OpEscrow,

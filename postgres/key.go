@@ -16,7 +16,7 @@ const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
 	allow_secret_reads, guards, suspended_at, suspended_reason, COALESCE(prev_secret_hash, ''), prev_secret_until,
-	parent_id, mint, approval, count_caps`
+	parent_id, mint, approval, count_caps, scope`
 
 // defaultKeyLimit is the page size of FindKeys when the filter sets none.
 const defaultKeyLimit = 10
@@ -42,13 +42,13 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 		per_request_cap, daily_cap, monthly_cap, total_cap,
 		allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 		timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
-		allow_secret_reads, guards, suspended_at, suspended_reason, parent_id, mint, approval, count_caps)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`,
+		allow_secret_reads, guards, suspended_at, suspended_reason, parent_id, mint, approval, count_caps, scope)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)`,
 		k.ID, k.Vendor, k.Label, k.SecretHash, k.SecretPrefix,
 		k.PerRequest, k.Daily, k.Monthly, k.Total,
 		k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
 		k.Timezone, k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt), ts(k.CreatedAt), ts(k.UpdatedAt),
-		k.AllowSecretReads, encodeGuards(k.Guards), tsPtr(k.SuspendedAt), k.SuspendedReason, k.ParentID, k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps))
+		k.AllowSecretReads, encodeGuards(k.Guards), tsPtr(k.SuspendedAt), k.SuspendedReason, k.ParentID, k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps), encodeScope(k))
 	if err != nil {
 		return s.wrap("create key "+k.ID, err)
 	}
@@ -147,12 +147,12 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 			per_request_cap = $3, daily_cap = $4, monthly_cap = $5, total_cap = $6,
 			allowed_endpoints = $7, allowed_customers = $8, allowed_accounts = $9, allowed_currencies = $10,
 			allow_unpriced = $11, metadata = $12, expires_at = $13, updated_at = $14,
-			allow_secret_reads = $15, guards = $16, mint = $17, approval = $18, count_caps = $19
+			allow_secret_reads = $15, guards = $16, mint = $17, approval = $18, count_caps = $19, scope = $20
 			WHERE id = $1`,
 			id, k.Label, k.PerRequest, k.Daily, k.Monthly, k.Total,
 			k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
 			k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), ts(k.UpdatedAt),
-			k.AllowSecretReads, encodeGuards(k.Guards), k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps))
+			k.AllowSecretReads, encodeGuards(k.Guards), k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps), encodeScope(k))
 		return err
 	})
 	if err != nil {
@@ -218,15 +218,22 @@ func validateKey(k *keybrake.Key) error {
 // scanKey reads one row of keyColumns.
 func scanKey(row pgx.Row) (*keybrake.Key, error) {
 	var k keybrake.Key
-	var meta, guards, approval, countCaps []byte
+	var meta, guards, approval, countCaps, scope []byte
 	err := row.Scan(&k.ID, &k.Vendor, &k.Label, &k.SecretHash, &k.SecretPrefix,
 		&k.PerRequest, &k.Daily, &k.Monthly, &k.Total,
 		&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies,
 		&k.Timezone, &k.AllowUnpriced, &meta, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &k.UpdatedAt,
 		&k.AllowSecretReads, &guards, &k.SuspendedAt, &k.SuspendedReason, &k.PreviousSecretHash, &k.PreviousSecretExpiresAt,
-		&k.ParentID, &k.Mint, &approval, &countCaps)
+		&k.ParentID, &k.Mint, &approval, &countCaps, &scope)
 	if err != nil {
 		return nil, err
+	}
+	if scope != nil {
+		var sc keybrake.Scope
+		if err := json.Unmarshal(scope, &sc); err != nil {
+			return nil, fmt.Errorf("key %s: scope: %w", k.ID, err)
+		}
+		k.SetScope(&sc)
 	}
 	if countCaps != nil {
 		if err := json.Unmarshal(countCaps, &k.CountCaps); err != nil {

@@ -58,6 +58,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/internal/inflight"
 )
 
 //go:embed migrations/*.sql
@@ -82,9 +83,10 @@ const defaultMaxConns = 32
 // several Stores (replicas) may share one database.
 type Store struct {
 	pool    *pgxpool.Pool
-	locs    sync.Map    // key ID → *time.Location; a key's timezone never changes
-	queues  sync.Map    // key ID → *keyQueue: this process's reservations of the key, run in batches
-	settles settleQueue // this process's settlements, run in batches
+	locs    sync.Map       // key ID → *time.Location; a key's timezone never changes
+	queues  sync.Map       // key ID → *keyQueue: this process's reservations of the key, run in batches
+	settles settleQueue    // this process's settlements, run in batches
+	later   inflight.Group // settlements queued by SettleLater, not yet answered
 
 	// Now fills in creation times the caller left zero (CreateKey,
 	// AddEvent). It defaults to time.Now.
@@ -128,8 +130,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-// Close closes every connection of the pool.
+// Close waits (a bounded time) for the settlements SettleLater queued,
+// then closes every connection of the pool.
 func (s *Store) Close() error {
+	s.drainLater()
 	s.pool.Close()
 	return nil
 }

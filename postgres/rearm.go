@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -48,11 +49,12 @@ func (s *Store) Rearm(ctx context.Context, args keybrake.ReserveArgs) (keybrake.
 func (s *Store) rearm(ctx context.Context, tx pgx.Tx, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
 	var k keybrake.Key
 	var caps [4]*int64
+	var countCaps []byte
 	err := tx.QueryRow(ctx, `SELECT secret_prefix, timezone, per_request_cap, daily_cap, monthly_cap, total_cap, expires_at, revoked_at,
-		suspended_at, suspended_reason
+		suspended_at, suspended_reason, count_caps
 		FROM keys WHERE id = $1 FOR NO KEY UPDATE`, in.KeyID).Scan(
 		&k.SecretPrefix, &k.Timezone, &caps[0], &caps[1], &caps[2], &caps[3], &k.ExpiresAt, &k.RevokedAt,
-		&k.SuspendedAt, &k.SuspendedReason)
+		&k.SuspendedAt, &k.SuspendedReason, &countCaps)
 	k.ID = in.KeyID
 	if errors.Is(err, pgx.ErrNoRows) {
 		return keybrake.ReserveResult{}, keybrake.Errorf(keybrake.ENOTFOUND, "No such key: %s.", in.KeyID)
@@ -96,6 +98,24 @@ func (s *Store) rearm(ctx context.Context, tx pgx.Tx, in *keybrake.Reservation, 
 	if oc := keybrake.CheckCaps(k.Caps, spent, in.Micros, now, loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
+	// The retry sends anew, so it counts anew, under the count caps of
+	// now; released, the reservation counts in no window yet.
+	kind, count := "", int64(0)
+	if in.CountKind != "" && in.Count > 0 {
+		kind, count = in.CountKind, in.Count
+		if countCaps != nil {
+			if err := json.Unmarshal(countCaps, &k.CountCaps); err != nil {
+				return keybrake.ReserveResult{}, err
+			}
+		}
+		used, err := countUse(ctx, tx, in.KeyID, kind, day, month)
+		if err != nil {
+			return keybrake.ReserveResult{}, err
+		}
+		if oc := keybrake.CheckCount(k.CountCaps, kind, used, count, now, loc); oc != nil {
+			return keybrake.ReserveResult{OverCount: oc}, nil
+		}
+	}
 	// A retry Stripe runs anew is a new attempt: keybrake_guard_check
 	// decides it under the key row lock held since the SELECT above, as
 	// keybrake_reserve does, and names the counters of now it counts in.
@@ -129,10 +149,10 @@ func (s *Store) rearm(ctx context.Context, tx pgx.Tx, in *keybrake.Reservation, 
 		fingerprint = $3, operation = $4, amount = $5, currency = $6, day = $7, month = $8,
 		req_method = $9, req_path = $10, req_body = $11, req_stripe_account = $12, req_stripe_version = $13,
 		object_id = '', upstream_status = 0, attempts = 0, lease_owner = '', lease_until = NULL,
-		created_at = $14, updated_at = $14, counted = $15
+		created_at = $14, updated_at = $14, counted = $15, count_kind = $16, count = $17
 		WHERE id = $1 RETURNING `+reservationColumns,
 		id, int64(in.Micros), in.Fingerprint, in.Operation, in.Amount, in.Currency, day, month,
-		q.Method, q.Path, []byte(q.Body), q.StripeAccount, q.StripeVersion, now, counted))
+		q.Method, q.Path, []byte(q.Body), q.StripeAccount, q.StripeVersion, now, counted, kind, count))
 	if err != nil {
 		return keybrake.ReserveResult{}, err
 	}
@@ -143,6 +163,7 @@ func (s *Store) rearm(ctx context.Context, tx pgx.Tx, in *keybrake.Reservation, 
 		in.KeyID, day, month, int64(in.Micros)); err != nil {
 		return keybrake.ReserveResult{}, err
 	}
+	out.CountKind, out.Count = kind, count
 	*in = *out
 	return keybrake.ReserveResult{Reservation: in}, nil
 }

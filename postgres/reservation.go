@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"strings"
 	"time"
@@ -65,7 +64,7 @@ func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.
 	}
 	r := *in
 	if r.ID == "" {
-		r.ID = newReservationID()
+		r.ID = keybrake.NewReservationID(now)
 	}
 	r.State = keybrake.StateReserved
 	r.Day, r.Month = keybrake.Buckets(now, loc)
@@ -400,10 +399,4 @@ func nullTime(t time.Time) *time.Time {
 	}
 	v := ts(t)
 	return &v
-}
-
-// newReservationID returns a random reservation ID, "rsv_" and 26 base32
-// characters (130 bits).
-func newReservationID() string {
-	return "rsv_" + strings.ToLower(rand.Text())
 }

@@ -24,7 +24,8 @@ import (
 //
 // The windows are made exact without hooks in keybrake: the test holds a
 // row lock (SELECT … FOR UPDATE), the key's so that A blocks inside Reserve,
-// the reservation's so that A blocks inside Settle, and simulator faults hold A's request upstream. After the SIGKILL
+// the reservation's so that A blocks inside Settle (before answering with
+// --sync-settle, after answering by default), and simulator faults hold A's request upstream. After the SIGKILL
 // the test terminates A's orphaned backends, as the server itself would once
 // it noticed the dead client, so that a statement A had sent but the server
 // had not run yet never runs.
@@ -32,13 +33,13 @@ func TestSIGKILL(t *testing.T) {
 	dsn := MustDatabase(t, MustServerDSN(t))
 	bin := MustBuild(t)
 	sim := SimProc{MustStart(t, "stripesim", bin, nil, "stripesim", "--addr", "127.0.0.1:0")}
-	serve := func(name string) *Proc {
+	serve := func(name string, flags ...string) *Proc {
 		return MustStart(t, name, bin, []string{
 			"STRIPE_SECRET_KEY=sk_test_sigkill_upstream",
 			"KEYBRAKE_ADMIN_TOKEN=" + adminToken,
-		}, "serve", "--addr", "127.0.0.1:0", "--upstream", sim.URL,
+		}, append([]string{"serve", "--addr", "127.0.0.1:0", "--upstream", sim.URL,
 			"--db", withParam(poolDSN(dsn), "application_name", name),
-			"--resolve-interval", "100ms", "--stale-after", "4s", "--log-level", "info")
+			"--resolve-interval", "100ms", "--stale-after", "4s", "--log-level", "info"}, flags...)...)
 	}
 	ctx := context.Background()
 	db, err := pgx.Connect(ctx, dsn)
@@ -203,6 +204,49 @@ func TestSIGKILL(t *testing.T) {
 	})
 
 	a = serve("replica_a3")
+	t.Run("AfterAnsweringBeforeSettling", func(t *testing.T) {
+		// serve answers a success before its settlement commits (one commit
+		// on the request path). The charge succeeds upstream, A answers the
+		// client while its settlement waits for the reservation's row lock,
+		// and A is killed: the reservation was counted in full all along,
+		// and B's resolver settles it once stale, by idempotent replay,
+		// without a second charge.
+		before := MustSpend(t, store, keyID).Total
+		id := sim.AddFault(t, stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultLatency, Latency: 1500 * time.Millisecond, Count: 1})
+		answered := make(chan int, 1)
+		go func() {
+			status, _, err := Charge(a.URL, secret, 600, "kill_after_answer")
+			if err != nil {
+				status = 0
+			}
+			answered <- status
+		}()
+		sim.WaitFired(t, id, 1)
+		unlock := lockRow(t, `SELECT 1 FROM reservations WHERE key_id = $1 AND idempotency_key = $2 FOR UPDATE`, keyID, "kill_after_answer")
+		if status := <-answered; status != http.StatusOK {
+			t.Fatalf("the client got %d, want 200 before the settlement commits", status)
+		}
+		waitBlocked(t, a.Name)
+		if r := reservation(t, "kill_after_answer"); r == nil || r.State != keybrake.StateReserved {
+			t.Fatalf("reservation = %+v, want reserved: the window was missed", r)
+		}
+		if got := MustSpend(t, store, keyID).Total; got != before+CentsMicros(600) {
+			t.Fatalf("spend while the settlement waits = %s, want %s: the reservation in full", got, before+CentsMicros(600))
+		}
+		kill(t, a)
+		unlock()
+		settled(t, "kill_after_answer")
+		if n := charged(t, "kill_after_answer"); n != 1 {
+			t.Fatalf("%d charges upstream, want 1", n)
+		}
+		if got := MustSpend(t, store, keyID).Total; got != before+CentsMicros(600) {
+			t.Fatalf("spend after the resolver = %s, want %s", got, before+CentsMicros(600))
+		}
+	})
+
+	// --sync-settle settles before answering: killed while it waits to
+	// settle, A never answers.
+	a = serve("replica_a4", "--sync-settle")
 	t.Run("AfterUpstreamBeforeSettling", func(t *testing.T) {
 		// The charge succeeds upstream and A, with the answer in hand, waits
 		// for the reservation's row lock to settle; then A, and B with it (at whatever

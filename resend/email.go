@@ -36,6 +36,7 @@ type Email struct {
 	Subject     string
 	ScheduledAt string // as sent; "" to send now
 	Attachments int
+	Headers     []string // the names of the custom headers, as sent
 }
 
 // Recipients returns how many addresses the email goes to: to, cc and bcc
@@ -162,6 +163,15 @@ func email(fields map[string]json.RawMessage, prefix string) (*Email, error) {
 	}
 	if err := optionalString(fields["scheduled_at"], &e.ScheduledAt); err != nil {
 		return nil, keybrake.ErrorParam(prefix+"scheduled_at", "scheduled_at must be a string.")
+	}
+	if raw, ok := fields["headers"]; ok && string(raw) != "null" {
+		h, err := object(raw, prefix+"headers.")
+		if err != nil {
+			return nil, err
+		}
+		for name := range h {
+			e.Headers = append(e.Headers, name)
+		}
 	}
 	if raw, ok := fields["attachments"]; ok {
 		var list []json.RawMessage

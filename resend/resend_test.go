@@ -175,30 +175,94 @@ func TestPrice(t *testing.T) {
 	}
 }
 
+func mustPolicy(t *testing.T, s keybrake.ResendScope) resend.Policy {
+	t.Helper()
+	n, err := resend.NormalizePolicy(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resend.Policy(n)
+}
+
 func TestPolicy(t *testing.T) {
-	p := resend.Policy{Senders: []string{"billing@acme.com", "@news.acme.com"}, RecipientDomains: []string{"x.com"}, MaxRecipients: 2}
+	p := mustPolicy(t, keybrake.ResendScope{Senders: []string{"Billing@ACME.com", "@news.acme.com", "bücher.example"}, RecipientDomains: []string{"X.com", "xn--bcher-kva.example"}, MaxRecipients: 2})
 	tests := []struct {
 		name, body string
-		ok         bool
+		rule       string // "" when allowed
 	}{
-		{"OK", `{"from":"Billing <BILLING@acme.com>","to":"a@x.com","subject":"s"}`, true},
-		{"OKDomainSender", `{"from":"any@news.acme.com","to":"a@X.com","subject":"s"}`, true},
-		{"ErrSender", `{"from":"ceo@acme.com","to":"a@x.com","subject":"s"}`, false},
-		{"ErrSubdomainSender", `{"from":"a@evil.news.acme.com","to":"a@x.com","subject":"s"}`, false},
-		{"ErrRecipientInBcc", `{"from":"billing@acme.com","to":"a@x.com","bcc":"spy@evil.com","subject":"s"}`, false},
-		{"ErrSubdomainRecipient", `{"from":"billing@acme.com","to":"a@mail.x.com","subject":"s"}`, false},
-		{"ErrTooMany", `{"from":"billing@acme.com","to":["a@x.com","b@x.com","c@x.com"],"subject":"s"}`, false},
+		{"OK", `{"from":"Billing <BILLING@acme.com>","to":"a@x.com","subject":"s"}`, ""},
+		{"OKDomainSender", `{"from":"any@news.acme.com","to":"a@X.com","subject":"s"}`, ""},
+		{"OKToArray", `{"from":"billing@acme.com","to":["a@x.com","b@X.COM"],"subject":"s"}`, ""},
+		{"ErrTrailingDotSender", `{"from":"billing@acme.com.","to":"a@x.com","subject":"s"}`, "resend_scope.allowed_senders"},
+		{"ErrUnderscoreDomain", `{"from":"billing@acme.com","to":"a@x_y.com","subject":"s"}`, "resend_scope.allowed_recipient_domains"},
+		{"OKIDNUnicode", `{"from":"shop@bücher.example","to":"kunde@BÜCHER.example","subject":"s"}`, ""},
+		{"OKIDNPunycode", `{"from":"shop@xn--bcher-kva.example","to":"kunde@xn--bcher-kva.example","subject":"s"}`, ""},
+		{"ErrSender", `{"from":"ceo@acme.com","to":"a@x.com","subject":"s"}`, "resend_scope.allowed_senders"},
+		{"ErrSenderDisplayNameLies", `{"from":"\"billing@acme.com\" <ceo@evil.com>","to":"a@x.com","subject":"s"}`, "resend_scope.allowed_senders"},
+		{"ErrSubdomainSender", `{"from":"a@evil.news.acme.com","to":"a@x.com","subject":"s"}`, "resend_scope.allowed_senders"},
+		{"ErrParentOfDomainSender", `{"from":"a@acme.com","to":"a@x.com","subject":"s"}`, "resend_scope.allowed_senders"},
+		{"ErrLookalikeSender", `{"from":"billing@acme.com.evil.com","to":"a@x.com","subject":"s"}`, "resend_scope.allowed_senders"},
+		{"ErrCyrillicSender", `{"from":"billing@асme.com","to":"a@x.com","subject":"s"}`, "resend_scope.allowed_senders"},
+		{"ErrRecipientInBcc", `{"from":"billing@acme.com","to":"a@x.com","bcc":"spy@evil.com","subject":"s"}`, "resend_scope.allowed_recipient_domains"},
+		{"ErrRecipientInCcString", `{"from":"billing@acme.com","to":["a@x.com"],"cc":"spy@evil.com","subject":"s"}`, "resend_scope.allowed_recipient_domains"},
+		{"ErrSubdomainRecipient", `{"from":"billing@acme.com","to":"a@mail.x.com","subject":"s"}`, "resend_scope.allowed_recipient_domains"},
+		{"ErrRecipientSuffix", `{"from":"billing@acme.com","to":"a@evilx.com","subject":"s"}`, "resend_scope.allowed_recipient_domains"},
+		{"ErrRecipientLiteral", `{"from":"billing@acme.com","to":"a@[127.0.0.1]","subject":"s"}`, "resend_scope.allowed_recipient_domains"},
+		{"ErrRecipientQuotedAt", `{"from":"billing@acme.com","to":"\"a@x.com\"@evil.com","subject":"s"}`, "resend_scope.allowed_recipient_domains"},
+		{"ErrTooMany", `{"from":"billing@acme.com","to":["a@x.com","b@x.com","c@x.com"],"subject":"s"}`, "resend_scope.max_recipients"},
+		{"ErrTooManyWithDuplicates", `{"from":"billing@acme.com","to":["a@x.com","a@x.com"],"cc":"a@x.com","subject":"s"}`, "resend_scope.max_recipients"},
+		{"ErrBccHeader", `{"from":"billing@acme.com","to":"a@x.com","headers":{"bcc":"spy@evil.com"},"subject":"s"}`, ""},
+		{"OKOtherHeader", `{"from":"billing@acme.com","to":"a@x.com","headers":{"X-Entity-Ref-ID":"1"},"subject":"s"}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e, err := resend.ParseEmail([]byte(tt.body))
 			if err != nil {
+				if strings.HasPrefix(tt.name, "Err") && keybrake.ErrorCode(err) == keybrake.EINVALID {
+					return // refused before the scope: net/mail does not read it as one address
+				}
 				t.Fatal(err)
 			}
-			if why := p.Check(e); (why == "") != tt.ok {
-				t.Errorf("Check = %q, want ok=%v", why, tt.ok)
+			err = p.Check([]*resend.Email{e}, false)
+			wantErr := strings.HasPrefix(tt.name, "Err")
+			switch {
+			case !wantErr && err != nil:
+				t.Fatalf("Check = %v, want allowed", err)
+			case wantErr && keybrake.ErrorCode(err) != keybrake.EFORBIDDEN:
+				t.Fatalf("Check = %v, want EFORBIDDEN", err)
+			case wantErr && !strings.Contains(keybrake.ErrorMessage(err), tt.rule):
+				t.Fatalf("Check = %v, want %s named", err, tt.rule)
 			}
 		})
+	}
+	t.Run("ErrBatchOneEmail", func(t *testing.T) {
+		emails, err := resend.ParseBatch([]byte(`[{"from":"billing@acme.com","to":"a@x.com","subject":"s"},{"from":"billing@acme.com","to":"a@x.com","bcc":"b@evil.com","subject":"s"}]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Check(emails, true)
+		if keybrake.ErrorCode(err) != keybrake.EFORBIDDEN || !strings.Contains(keybrake.ErrorMessage(err), "email [1] of the batch") {
+			t.Fatalf("Check = %v, want email [1] named", err)
+		}
+		if err := p.Check(emails[:1], true); err != nil {
+			t.Fatalf("the good email alone: %v", err)
+		}
+	})
+}
+
+func TestNormalizePolicy(t *testing.T) {
+	got, err := resend.NormalizePolicy(keybrake.ResendScope{Senders: []string{"@Example.COM.", "Bill@Example.com", "bill@example.com", "bücher.example"}, RecipientDomains: []string{"@X.com"}, MaxRecipients: 50})
+	if err != nil || strings.Join(got.Senders, ",") != "example.com,bill@example.com,xn--bcher-kva.example" || got.RecipientDomains[0] != "x.com" {
+		t.Fatalf("NormalizePolicy = %+v, %v", got, err)
+	}
+	for _, bad := range []keybrake.ResendScope{
+		{Senders: []string{""}}, {Senders: []string{"Name <a@b.com>"}}, {Senders: []string{" a@b.com"}}, {Senders: []string{"a@b@c.com"}}, {Senders: []string{"localhost"}},
+		{RecipientDomains: []string{"a@b.com"}}, {RecipientDomains: []string{"exa mple.com"}}, {RecipientDomains: []string{"*.example.com"}}, {RecipientDomains: []string{"example..com"}},
+		{MaxRecipients: -1}, {MaxRecipients: 51},
+	} {
+		if _, err := resend.NormalizePolicy(bad); keybrake.ErrorCode(err) != keybrake.EINVALID || !strings.Contains(keybrake.ErrorMessage(err), "resend_scope.") {
+			t.Errorf("NormalizePolicy(%+v) = %v, want EINVALID naming the field", bad, err)
+		}
 	}
 }
 

@@ -64,7 +64,7 @@ func (s *Store) MintChild(ctx context.Context, args keybrake.MintArgs) (keybrake
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO keys (`+keyColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, kargs...); err != nil {
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, kargs...); err != nil {
 			if isUnique(err) {
 				return keybrake.Errorf(keybrake.ECONFLICT, "A key with this ID or secret already exists.")
 			}
@@ -90,7 +90,7 @@ func (s *Store) MintChild(ctx context.Context, args keybrake.MintArgs) (keybrake
 // escrowOf is the parent's held reservation of child's budget.
 func escrowOf(parentID string, child *keybrake.Key, id, day, month string, now time.Time) *keybrake.Reservation {
 	if id == "" {
-		id = newID("res_", now)
+		id = keybrake.NewReservationID(now)
 	}
 	return &keybrake.Reservation{
 		ID: id, KeyID: parentID, IdempotencyKey: "escrow:" + child.ID, Operation: keybrake.OpEscrow,

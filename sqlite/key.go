@@ -18,7 +18,7 @@ const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
 	allow_secret_reads, guards, suspended_at, suspended_reason, prev_secret_hash, prev_secret_until,
-	parent_id, mint, approval, count_caps`
+	parent_id, mint, approval, count_caps, scope`
 
 // Key lookups prepared at Open: every proxied request authenticates by hash.
 const (
@@ -51,7 +51,7 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO keys (`+keyColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 		if isUnique(err) {
 			return keybrake.Errorf(keybrake.ECONFLICT, "A key with this ID or secret already exists.")
 		}
@@ -233,7 +233,7 @@ func updateKey(ctx context.Context, tx *sql.Tx, k *keybrake.Key) error {
 		allow_unpriced = ?15, metadata = ?16, expires_at = ?17, revoked_at = ?18, updated_at = ?20,
 		allow_secret_reads = ?21, guards = ?22, suspended_at = ?23, suspended_reason = ?24,
 		secret_hash = ?4, secret_prefix = ?5, prev_secret_hash = ?25, prev_secret_until = ?26,
-		mint = ?28, approval = ?29, count_caps = ?30
+		mint = ?28, approval = ?29, count_caps = ?30, scope = ?31
 		WHERE id = ?1`, args...); err != nil {
 		return wrap(err, "update key %s", k.ID)
 	}
@@ -260,7 +260,7 @@ func keyArgs(k *keybrake.Key) ([]any, error) {
 		k.Timezone, k.AllowUnpriced, string(meta),
 		nullTime(k.ExpiresAt), nullTime(k.RevokedAt), k.CreatedAt.UnixMicro(), k.UpdatedAt.UnixMicro(),
 		k.AllowSecretReads, encodeGuards(k.Guards), nullTime(k.SuspendedAt), k.SuspendedReason, nullString(k.PreviousSecretHash), nullTime(k.PreviousSecretExpiresAt),
-		k.ParentID, k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps),
+		k.ParentID, k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps), encodeScope(k),
 	}, nil
 }
 
@@ -283,6 +283,7 @@ func scanKey(row scanner) (*keybrake.Key, error) {
 		guards               string
 		approval             string
 		countCaps            string
+		scope                string
 	)
 	capPtrs := []**keybrake.Micros{&k.PerRequest, &k.Daily, &k.Monthly, &k.Total}
 	listPtrs := []*[]string{&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies}
@@ -291,8 +292,11 @@ func scanKey(row scanner) (*keybrake.Key, error) {
 		&lists[0], &lists[1], &lists[2], &lists[3],
 		&k.Timezone, &k.AllowUnpriced, &meta, &expires, &revoked, &created, &updated,
 		&k.AllowSecretReads, &guards, &suspended, &k.SuspendedReason, &prevHash, &prevUntil,
-		&k.ParentID, &k.Mint, &approval, &countCaps); err != nil {
+		&k.ParentID, &k.Mint, &approval, &countCaps, &scope); err != nil {
 		return nil, err
+	}
+	if err := decodeScope(scope, &k); err != nil {
+		return nil, fmt.Errorf("decode key %s scope: %w", k.ID, err)
 	}
 	if err := decodeCountCaps(countCaps, &k.CountCaps); err != nil {
 		return nil, fmt.Errorf("decode key %s count caps: %w", k.ID, err)

@@ -18,7 +18,7 @@ const qRearm = `UPDATE reservations SET state = 'reserved', micros = ?2, settled
 	fingerprint = ?3, operation = ?4, amount = ?5, currency = ?6,
 	req_method = ?7, req_path = ?8, req_body = ?9, req_account = ?10, req_version = ?11,
 	object_id = '', upstream_status = 0, attempts = 0, lease_owner = '', lease_until = NULL,
-	created_at = ?12, updated_at = ?12, counted = ?13
+	created_at = ?12, updated_at = ?12, counted = ?13, count_kind = ?14, count = ?15
 	WHERE id = ?1 AND state = 'released'
 	RETURNING ` + resColumns
 
@@ -40,6 +40,11 @@ func (s *Store) rearm(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation,
 	if oc := overCap(st.key.Caps, st.spent, in.Micros, now, st.loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
+	// The retry sends anew, so it counts anew, under the count caps of
+	// now; released, the reservation counts in no window yet.
+	if oc, err := s.checkCount(ctx, tx, in, st.day, st.month, now, st.loc); err != nil || oc != nil {
+		return keybrake.ReserveResult{OverCount: oc}, err
+	}
 	// A retry Stripe runs anew is a new attempt: the breaker and the
 	// velocity limits decide it as a new reservation, and it counts in
 	// the counters of now (the trigger takes it out of none: released,
@@ -58,9 +63,10 @@ func (s *Store) rearm(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation,
 	}
 	q := in.Request
 	out, err := scanReservation(tx.QueryRowContext(ctx, qRearm, id, int64(in.Micros), in.Fingerprint, in.Operation, in.Amount, in.Currency,
-		q.Method, q.Path, q.Body, q.StripeAccount, q.StripeVersion, now.UnixMicro(), counted))
+		q.Method, q.Path, q.Body, q.StripeAccount, q.StripeVersion, now.UnixMicro(), counted, countKind(in), max(in.Count, 0)))
 	if err != nil {
 		return keybrake.ReserveResult{}, wrap(err, "rearm %s", id)
 	}
+	out.CountKind, out.Count = countKind(in), max(in.Count, 0)
 	return keybrake.ReserveResult{Reservation: out}, nil
 }

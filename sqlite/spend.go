@@ -2,10 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"sort"
 	"strings"
@@ -141,7 +138,7 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 	if oc := overCap(st.key.Caps, st.spent, in.Micros, now, st.loc); oc != nil {
 		return keybrake.ReserveResult{OverCap: oc}, nil
 	}
-	if oc, err := s.checkCount(ctx, tx, in, st.day, now, st.loc); err != nil || oc != nil {
+	if oc, err := s.checkCount(ctx, tx, in, st.day, st.month, now, st.loc); err != nil || oc != nil {
 		return keybrake.ReserveResult{OverCount: oc}, err
 	}
 	g, counted, err := s.checkGuards(ctx, tx, &st.key, in, now)
@@ -151,7 +148,7 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 
 	r := *in
 	if r.ID == "" {
-		r.ID = newID("res_", now)
+		r.ID = keybrake.NewReservationID(now)
 	}
 	r.State, r.SettledMicros = keybrake.StateReserved, 0
 	r.Day, r.Month = st.day, st.month
@@ -547,14 +544,4 @@ func wrapResErr(err error, format string, args ...any) error {
 		return keybrake.Errorf(keybrake.ENOTFOUND, "No such reservation.")
 	}
 	return wrap(err, format, args...)
-}
-
-// newID returns prefix followed by 32 hex digits: the creation time in
-// microseconds, then 64 random bits. Time-ordered IDs keep inserts at the
-// right edge of the primary key's b-tree.
-func newID(prefix string, now time.Time) string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMicro()))
-	_, _ = rand.Read(b[8:]) // crypto/rand.Read never fails (Go 1.24+)
-	return prefix + hex.EncodeToString(b[:])
 }

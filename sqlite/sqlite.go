@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/internal/inflight"
 	sqlite3 "modernc.org/sqlite"
 	sqlite3lib "modernc.org/sqlite/lib"
 )
@@ -57,6 +58,8 @@ type Store struct {
 	path string // the database file, naming the watchers of its keys
 
 	batch *batcher // group commit of Reserve and Settle
+
+	later inflight.Group // settlements queued by SettleLater, not yet answered
 
 	checkpoints *checkpointer // WAL checkpoints off the writer
 }
@@ -193,9 +196,11 @@ func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return s.reader.QueryRowContext(ctx, q, args...)
 }
 
-// Close closes both connection pools. After Close every method returns
+// Close waits (a bounded time) for the settlements SettleLater queued and
+// closes both connection pools. After Close every method returns
 // EUNAVAILABLE.
 func (s *Store) Close() error {
+	s.drainLater()
 	if s.batch != nil {
 		s.batch.close()
 	}

@@ -26,6 +26,10 @@
 //     Amount and Currency change only when settling with a Currency; ObjectID
 //     and UpstreamStatus only when non-zero. A settled amount above the
 //     reserved one counts in full, even past a cap.
+//   - SettleLater (keybrake.LaterSettler, which every store implements)
+//     takes only settlements to settled, refusing others with EINVALID and
+//     queueing nothing; its done callback gets what Settle would have
+//     returned, and Close returns only once queued settlements are answered.
 //   - FindReservations with Limit 0 returns every match; ties in CreatedAt
 //     may come in any order.
 //   - LeaseUncertain skips any live lease (LeaseUntil after now), whoever
@@ -71,6 +75,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("Key", func(t *testing.T) { testKeys(t, o) })
 	t.Run("Reserve", func(t *testing.T) { testReserve(t, o) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, o) })
+	t.Run("SettleLater", func(t *testing.T) { testSettleLater(t, o) })
 	t.Run("Rearm", func(t *testing.T) { testRearm(t, o) })
 	t.Run("Holds", func(t *testing.T) { testHolds(t, o) })
 	t.Run("Windows", func(t *testing.T) { testWindows(t, o) })
@@ -90,6 +95,9 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("ApprovalAlerts", func(t *testing.T) { testApprovalAlerts(t, o) })
 	t.Run("DriftAlerts", func(t *testing.T) { testDriftAlerts(t, o) })
 	t.Run("Counts", func(t *testing.T) { testCounts(t, o) })
+	t.Run("CountsRearm", func(t *testing.T) { testCountsRearm(t, o) })
+	t.Run("CountsMonthly", func(t *testing.T) { testCountsMonthly(t, o) })
+	t.Run("Scope", func(t *testing.T) { testScopeRoundTrip(t, o) })
 	t.Run("VendorResolve", func(t *testing.T) { testVendorResolve(t, o) })
 }
 

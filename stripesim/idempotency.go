@@ -91,6 +91,7 @@ func (s *Server) finishIdempotent(key string, save bool, status int, body []byte
 	}
 	rec.Status, rec.Body = status, body
 	s.st.Idempotency[key] = rec
+	s.trimLocked()
 	s.saves++
 	if s.saves%sweepEvery == 0 {
 		s.sweepIdempotencyLocked()

@@ -68,5 +68,26 @@ func (s *Server) Moved() MoneyMoved {
 	for _, re := range s.st.Refunds {
 		add(re.Account, func(f Flow) map[string]int64 { return f.Refunded }, re.Currency, re.Amount, false)
 	}
+	// What the objects forgotten under Options.MaxObjects moved (bound.go).
+	for account, f := range s.st.Retired {
+		if _, ok := m.Accounts[account]; !ok {
+			m.Accounts[account] = newFlow()
+		}
+		for _, k := range []func(Flow) map[string]int64{
+			func(f Flow) map[string]int64 { return f.Captured },
+			func(f Flow) map[string]int64 { return f.Transferred },
+			func(f Flow) map[string]int64 { return f.PaidOut },
+			func(f Flow) map[string]int64 { return f.Refunded },
+		} {
+			for currency, amount := range k(f) {
+				add(account, k, currency, amount, false)
+			}
+		}
+		for currency, amount := range f.Total {
+			for _, fl := range []Flow{m.Accounts[account], m.Total} {
+				fl.Total[currency] += amount
+			}
+		}
+	}
 	return m
 }

@@ -26,6 +26,12 @@ type Options struct {
 	StatePath string
 	// Logger receives persistence failures and fault firings; nil discards.
 	Logger *slog.Logger
+	// MaxObjects, when positive, bounds the memory of a long-running
+	// simulator: of charges, payment intents, refunds, transfers, payouts
+	// and saved idempotent responses, about this many of each are kept, the
+	// oldest finished ones forgotten (bound.go); Moved stays exact. 0 keeps
+	// every object, as tests that read GroundTruth need.
+	MaxObjects int
 }
 
 // Server is the simulator. It is an http.Handler serving the Stripe API
@@ -88,7 +94,8 @@ func (s *Server) Close() error {
 }
 
 // GroundTruth returns a copy of every object created, in creation order,
-// including those whose response was lost to a fault.
+// including those whose response was lost to a fault; with
+// Options.MaxObjects, of every object still kept.
 func (s *Server) GroundTruth() GroundTruth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -257,6 +264,7 @@ func (s *Server) execute(h handler, c *call) (int, []byte) {
 	s.tickLocked()
 	c.now = s.nowLocked()
 	v, aerr := h(s, c)
+	defer s.trimLocked()
 	if aerr != nil {
 		return aerr.Status, mustMarshal(aerr)
 	}

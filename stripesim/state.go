@@ -25,6 +25,9 @@ type state struct {
 	LinkLines   map[string][]PaymentLinkLine `json:"payment_link_lines"`
 	Owners      map[string]string            `json:"owners"` // object id → scope
 	Idempotency map[string]*idemRecord       `json:"idempotency"`
+	// Retired is what the objects forgotten under Options.MaxObjects
+	// moved, per account (bound.go): Moved adds it to the objects kept.
+	Retired map[string]Flow `json:"retired,omitempty"`
 
 	// Indexes rebuilt from the slices; not persisted.
 	customers      map[string]*Customer

@@ -1,74 +1,155 @@
 package twilio
 
-import "strings"
+import (
+	"fmt"
+	"strings"
 
-// Scope is what a request names that a key's allowlists restrict.
+	"github.com/keybrake/keybrake"
+)
+
+// Scope is what a messages.create or calls.create names that a key's
+// allowlists restrict, as sent.
 type Scope struct {
-	To                  string // the destination number
-	Country             string // To's ISO country, "" if unknown
-	From                string // the sending number
+	Create              bool   // a messages.create or calls.create: the only operations that name a destination
+	Message             bool   // messages.create (MessagingServiceSid applies to messages only)
+	To                  string // the destination, as sent
+	From                string // the sender, as sent
+	CallerID            string // calls.create's CallerId, as sent: another sender
 	MessagingServiceSid string
+	// Ambiguous is a parameter whose name differs from To, From, CallerId
+	// or MessagingServiceSid only in case: keybrake checks one name and
+	// cannot know which one Twilio reads.
+	Ambiguous string
 }
 
+// scopeParams are the parameters a scope reads, by lower-cased name.
+var scopeParams = map[string]string{"to": "To", "from": "From", "callerid": "CallerId", "messagingservicesid": "MessagingServiceSid"}
+
 // ScopeOf returns what op with body form names. Only creates name a
-// destination; the country is left empty when To is not a number
-// keybrake can place.
+// destination; any other operation returns a Scope that every Policy
+// allows.
 func ScopeOf(op Operation, form *Form) Scope {
 	var s Scope
-	if form == nil || op.Action != "create" {
+	if form == nil || (op.Name != "messages.create" && op.Name != "calls.create") {
 		return s
 	}
+	s.Create, s.Message = true, op.Name == "messages.create"
 	s.To, _ = form.Get("To")
 	s.From, _ = form.Get("From")
+	s.CallerID, _ = form.Get("CallerId")
 	s.MessagingServiceSid, _ = form.Get("MessagingServiceSid")
-	s.Country, _ = Country("To", s.To)
+	for _, p := range form.Pairs {
+		if exact, ok := scopeParams[strings.ToLower(p.Name)]; ok && p.Name != exact && s.Ambiguous == "" {
+			s.Ambiguous = p.Name
+		}
+	}
 	return s
 }
 
-// Policy is a key's Twilio allowlists; an empty list allows anything.
-type Policy struct {
-	Countries         []string // ISO countries To may be in: "US", "CA"
-	NumberPrefixes    []string // E.164 prefixes To must start with: "+1415"
-	From              []string // numbers the key may send from
-	MessagingServices []string // MG… services the key may send through
-}
+// Policy is a key's Twilio allowlists (keybrake.TwilioScope, which the
+// admin API stores normalized by NormalizePolicy); an empty list allows
+// anything. The rules, each refused with the field that states it:
+//
+//   - allowed_countries and allowed_number_prefixes: To must be an E.164
+//     number (a whatsapp: address is checked on its number; any other
+//     channel is refused), in a listed country and starting with a listed
+//     prefix. Spaces, dashes or brackets in To are refused, not cleaned.
+//   - allowed_from: From, and a call's CallerId, must be listed exactly
+//     (the channel prefix, whatsapp:, compared in any case). A message
+//     without From sends from its messaging service's pool, so it must
+//     name a listed service.
+//   - allowed_messaging_services: a MessagingServiceSid must be listed, and
+//     a message must name one.
+//
+// A parameter whose name differs from one of these only in case (to,
+// FROM) is refused under any scope.
+type Policy keybrake.TwilioScope
 
-// Check returns the reason s is outside p, or "" when it is inside. A
-// create is checked on every list; a request naming no destination
-// passes.
-func (p Policy) Check(s Scope) string {
-	if s.To == "" {
-		return ""
+// Check returns nil when s is inside p, or EFORBIDDEN naming the rule.
+func (p Policy) Check(s Scope) error {
+	if !s.Create || keybrake.TwilioScope(p).IsZero() {
+		return nil
 	}
-	if len(p.Countries) > 0 && !contains(p.Countries, s.Country) {
-		return "destination country " + orUnknown(s.Country) + " is not allowed for this key"
+	if s.Ambiguous != "" {
+		return refuse("", "parameter %s differs from %s only in case, so keybrake cannot tell which one Twilio reads against this vault key's twilio_scope", printable(s.Ambiguous), scopeParams[strings.ToLower(s.Ambiguous)])
 	}
-	if len(p.NumberPrefixes) > 0 && !hasPrefix(s.To, p.NumberPrefixes) {
-		return "destination " + printable(s.To) + " does not start with an allowed prefix"
-	}
-	if len(p.From) > 0 && s.From != "" && !contains(p.From, s.From) {
-		return "From " + printable(s.From) + " is not allowed for this key"
-	}
-	if s.MessagingServiceSid != "" && s.From == "" {
-		// The service picks the sender from its pool: only a listed
-		// service is known to send from allowed numbers.
-		if (len(p.MessagingServices) > 0 || len(p.From) > 0) && !contains(p.MessagingServices, s.MessagingServiceSid) {
-			return "messaging service " + printable(s.MessagingServiceSid) + " is not allowed for this key"
+	if len(p.Countries) > 0 || len(p.NumberPrefixes) > 0 {
+		if err := p.checkDestination(s.To); err != nil {
+			return err
 		}
 	}
-	return ""
-}
-
-func orUnknown(c string) string {
-	if c == "" {
-		return "(unknown)"
+	if len(p.From) > 0 {
+		for _, f := range []struct{ name, v string }{{"From", s.From}, {"CallerId", s.CallerID}} {
+			if f.v != "" && !containsExact(p.From, sender(f.v)) {
+				return refuse("allowed_from", "%s %s is not in this vault key's twilio_scope.allowed_from (%s)", f.name, printable(f.v), strings.Join(p.From, ", "))
+			}
+		}
 	}
-	return c
+	if !s.Message {
+		return nil
+	}
+	switch {
+	case s.MessagingServiceSid != "" && len(p.MessagingServices) > 0 && !containsExact(p.MessagingServices, s.MessagingServiceSid):
+		return refuse("allowed_messaging_services", "messaging service %s is not in this vault key's twilio_scope.allowed_messaging_services (%s)", printable(s.MessagingServiceSid), strings.Join(p.MessagingServices, ", "))
+	case s.MessagingServiceSid == "" && len(p.MessagingServices) > 0:
+		return refuse("allowed_messaging_services", "this vault key sends only through its twilio_scope.allowed_messaging_services (%s); name one as MessagingServiceSid", strings.Join(p.MessagingServices, ", "))
+	case s.From == "" && s.MessagingServiceSid != "" && len(p.From) > 0 && len(p.MessagingServices) == 0:
+		return refuse("allowed_from", "a message without From sends from its messaging service's pool, which this vault key's twilio_scope.allowed_from cannot check; send From a listed number or list the service in twilio_scope.allowed_messaging_services")
+	}
+	return nil
 }
 
-func contains(list []string, v string) bool {
+// checkDestination applies the country and prefix lists to To.
+func (p Policy) checkDestination(to string) error {
+	rule := "allowed_countries"
+	if len(p.Countries) == 0 {
+		rule = "allowed_number_prefixes"
+	}
+	number := to
+	if channel, rest, ok := strings.Cut(to, ":"); ok {
+		if !strings.EqualFold(channel, "whatsapp") {
+			return refuse(rule, "To %s is a %s: address, and this vault key's twilio_scope.%s restricts destinations to phone numbers", printable(to), printable(channel), rule)
+		}
+		number = rest
+	}
+	if to == "" {
+		return refuse(rule, "the request names no To, and this vault key's twilio_scope.%s restricts destinations", rule)
+	}
+	country, err := Country("To", number)
+	if err != nil {
+		return refuse(rule, "To %s is not an E.164 number (+ and digits only, no spaces or dashes), so keybrake cannot check it against this vault key's twilio_scope.%s", printable(to), rule)
+	}
+	if len(p.Countries) > 0 && !containsExact(p.Countries, country) {
+		return refuse("allowed_countries", "destination country %s (To %s) is not in this vault key's twilio_scope.allowed_countries (%s)", country, printable(to), strings.Join(p.Countries, ", "))
+	}
+	if len(p.NumberPrefixes) > 0 && !hasPrefix(number, p.NumberPrefixes) {
+		return refuse("allowed_number_prefixes", "To %s does not start with any of this vault key's twilio_scope.allowed_number_prefixes (%s)", printable(to), strings.Join(p.NumberPrefixes, ", "))
+	}
+	return nil
+}
+
+// refuse returns the EFORBIDDEN of a scope rule.
+func refuse(rule, format string, args ...any) error {
+	msg := "keybrake refused this request: " + fmt.Sprintf(format, args...) + ". Nothing was sent to Twilio."
+	e := &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: msg}
+	if rule != "" {
+		e.Param = "twilio_scope." + rule
+	}
+	return e
+}
+
+// sender returns a From as the allowlist stores it: the channel prefix
+// lower-cased, the address as sent.
+func sender(v string) string {
+	if channel, rest, ok := strings.Cut(v, ":"); ok {
+		return strings.ToLower(channel) + ":" + rest
+	}
+	return v
+}
+
+func containsExact(list []string, v string) bool {
 	for _, x := range list {
-		if strings.EqualFold(x, v) {
+		if x == v {
 			return true
 		}
 	}
@@ -82,4 +163,110 @@ func hasPrefix(s string, prefixes []string) bool {
 		}
 	}
 	return false
+}
+
+// NormalizePolicy validates a scope as the admin API receives it and
+// returns it normalized, or EINVALID naming the field
+// (twilio_scope.allowed_countries[2]). Countries are ISO 3166-1 alpha-2
+// codes keybrake can place (upper-cased); prefixes are + and 1 to 15
+// digits; senders are E.164 numbers, short codes (5 or 6 digits),
+// alphanumeric sender ids (1 to 11 letters, digits and spaces, at least
+// one letter), each optionally behind whatsapp: (whatsapp:+1…); services
+// are MG and 32 hex digits. Duplicates are dropped, order kept.
+func NormalizePolicy(s keybrake.TwilioScope) (keybrake.TwilioScope, error) {
+	var out keybrake.TwilioScope
+	var err error
+	if out.Countries, err = normalizeList("allowed_countries", s.Countries, func(v string) (string, bool) {
+		v = strings.ToUpper(v)
+		return v, knownCountry(v)
+	}); err != nil {
+		return out, err
+	}
+	if out.NumberPrefixes, err = normalizeList("allowed_number_prefixes", s.NumberPrefixes, func(v string) (string, bool) {
+		d, ok := strings.CutPrefix(v, "+")
+		return v, ok && len(d) >= 1 && len(d) <= 15 && d[0] != '0' && digits(d)
+	}); err != nil {
+		return out, err
+	}
+	if out.From, err = normalizeList("allowed_from", s.From, func(v string) (string, bool) {
+		v = sender(v)
+		addr := v
+		if channel, rest, ok := strings.Cut(v, ":"); ok {
+			if channel != "whatsapp" {
+				return v, false
+			}
+			addr = rest
+		}
+		return v, validSender(addr)
+	}); err != nil {
+		return out, err
+	}
+	if out.MessagingServices, err = normalizeList("allowed_messaging_services", s.MessagingServices, func(v string) (string, bool) {
+		return v, isSid(v, "MG")
+	}); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// validSender reports whether a is an E.164 number, a short code or an
+// alphanumeric sender id.
+func validSender(a string) bool {
+	if d, ok := strings.CutPrefix(a, "+"); ok {
+		return len(d) >= 8 && len(d) <= 15 && d[0] != '0' && digits(d)
+	}
+	if digits(a) {
+		return len(a) == 5 || len(a) == 6
+	}
+	letter := false
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		isLetter := 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z'
+		letter = letter || isLetter
+		if !isLetter && !('0' <= c && c <= '9') && c != ' ' {
+			return false
+		}
+	}
+	return letter && len(a) <= 11 && strings.TrimSpace(a) == a
+}
+
+func knownCountry(iso string) bool {
+	if len(iso) != 2 {
+		return false
+	}
+	for _, c := range callingCodes {
+		if c == iso {
+			return true
+		}
+	}
+	return false
+}
+
+// maxScopeEntries bounds each allowlist.
+const maxScopeEntries = 100
+
+func normalizeList(field string, in []string, norm func(string) (string, bool)) ([]string, error) {
+	if len(in) > maxScopeEntries {
+		return nil, keybrake.ErrorParam("twilio_scope."+field, "twilio_scope.%s has %d entries; at most %d are allowed.", field, len(in), maxScopeEntries)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i, v := range in {
+		n, ok := norm(v)
+		if !ok {
+			return nil, keybrake.ErrorParam("twilio_scope."+field, "twilio_scope.%s[%d] %q is not valid: %s.", field, i, printable(v), scopeHelp[field])
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+var scopeHelp = map[string]string{
+	"allowed_countries":          "use ISO 3166-1 alpha-2 codes keybrake can place, like US or GB",
+	"allowed_number_prefixes":    "use + and 1 to 15 digits, like +1415",
+	"allowed_from":               "use an E.164 number (+14155550100), a short code, an alphanumeric sender id, or whatsapp:+14155550100",
+	"allowed_messaging_services": "use a Messaging Service sid, MG and 32 hex digits",
 }

@@ -440,26 +440,93 @@ func itoa(n int) string {
 }
 
 func TestScopePolicy(t *testing.T) {
-	op := mustOp(t, "POST", "/Messages.json")
-	p := twilio.Policy{Countries: []string{"US"}, NumberPrefixes: []string{"+1415"}, From: []string{"+14155550199"}}
+	const mg, mg2 = "MG0123456789abcdef0123456789abcdef", "MGffffffffffffffffffffffffffffffff"
+	msg := mustOp(t, "POST", "/Messages.json")
+	call := mustOp(t, "POST", "/Calls.json")
+	dest := twilio.Policy{Countries: []string{"US", "CA"}, NumberPrefixes: []string{"+1415", "+1604", "+1876"}}
+	from := twilio.Policy{From: []string{"+14155550199", "whatsapp:+14155550199"}}
+	svc := twilio.Policy{MessagingServices: []string{mg}}
+	both := twilio.Policy{From: []string{"+14155550199"}, MessagingServices: []string{mg}}
 	tests := []struct {
-		name, body string
-		ok         bool
+		name string
+		p    twilio.Policy
+		op   twilio.Operation
+		body string
+		rule string // "" when allowed
 	}{
-		{"OK", "To=%2B14155550100&From=%2B14155550199", true},
-		{"ErrCountry", "To=%2B18765550100&From=%2B14155550199", false},
-		{"ErrPrefix", "To=%2B12125550100&From=%2B14155550199", false},
-		{"ErrFrom", "To=%2B14155550100&From=%2B14155550000", false},
-		{"ErrNoSender", "To=%2B14155550100&MessagingServiceSid=MG0123456789abcdef0123456789abcdef", false},
-		{"ErrBadTo", "To=garbage&From=%2B14155550199", false},
+		{"OK", dest, msg, "To=%2B14155550100&From=%2B1", ""},
+		{"OKCanada", dest, msg, "To=%2B16045550100&From=%2B1", ""},
+		{"ErrCountryJamaicaInPrefix", dest, msg, "To=%2B18765550100&From=%2B1", "twilio_scope.allowed_countries"},
+		{"ErrPrefix", dest, msg, "To=%2B12125550100&From=%2B1", "twilio_scope.allowed_number_prefixes"},
+		{"ErrSpaces", dest, msg, "To=%2B1+415+555+0100&From=%2B1", "twilio_scope.allowed_countries"},
+		{"ErrDashes", dest, msg, "To=%2B1-415-555-0100&From=%2B1", "twilio_scope.allowed_countries"},
+		{"ErrNoPlus", dest, msg, "To=14155550100&From=%2B1", "twilio_scope.allowed_countries"},
+		{"ErrLeadingSpace", dest, msg, "To=+%2B14155550100&From=%2B1", "twilio_scope.allowed_countries"},
+		{"OKWhatsAppNumber", dest, msg, "To=whatsapp%3A%2B14155550100&From=%2B1", ""},
+		{"ErrWhatsAppCountry", dest, msg, "To=WhatsApp%3A%2B447700900123&From=%2B1", "twilio_scope.allowed_countries"},
+		{"ErrMessenger", dest, msg, "To=messenger%3A1234567890&From=%2B1", "twilio_scope.allowed_countries"},
+		{"ErrNoTo", dest, msg, "From=%2B1&Body=x", "twilio_scope.allowed_countries"},
+		{"ErrLowercaseTo", dest, msg, "To=%2B14155550100&to=%2B447700900123", ""},
+		{"ErrCallCountry", dest, call, "To=%2B447700900123&From=%2B14155550199", "twilio_scope.allowed_countries"},
+		{"OKCall", dest, call, "To=%2B14155550100&From=%2B14155550199", ""},
+
+		{"OKFrom", from, msg, "To=%2B447700900123&From=%2B14155550199", ""},
+		{"ErrFrom", from, msg, "To=%2B14155550100&From=%2B14155550000", "twilio_scope.allowed_from"},
+		{"ErrFromSpace", from, msg, "To=%2B14155550100&From=+%2B14155550199", "twilio_scope.allowed_from"},
+		{"ErrFromTrailingSpace", from, msg, "To=%2B14155550100&From=%2B14155550199+", "twilio_scope.allowed_from"},
+		{"ErrFromDashes", from, msg, "To=%2B14155550100&From=%2B1-415-555-0199", "twilio_scope.allowed_from"},
+		{"OKFromWhatsApp", from, msg, "To=whatsapp%3A%2B14155550100&From=WHATSAPP%3A%2B14155550199", ""},
+		{"ErrFromMessenger", from, msg, "To=%2B14155550100&From=messenger%3A%2B14155550199", "twilio_scope.allowed_from"},
+		{"ErrFromUppercase", from, msg, "To=%2B14155550100&FROM=%2B14155550000&From=%2B14155550199", ""},
+		{"ErrPoolSender", from, msg, "To=%2B14155550100&MessagingServiceSid=" + mg, "twilio_scope.allowed_from"},
+		{"OKFromAndService", from, msg, "To=%2B14155550100&From=%2B14155550199&MessagingServiceSid=" + mg, ""},
+		{"ErrCallFrom", from, call, "To=%2B14155550100&From=%2B14155550000", "twilio_scope.allowed_from"},
+		{"ErrCallerId", from, call, "To=%2B14155550100&From=%2B14155550199&CallerId=%2B14155550000", "twilio_scope.allowed_from"},
+
+		{"OKService", svc, msg, "To=%2B14155550100&MessagingServiceSid=" + mg, ""},
+		{"ErrService", svc, msg, "To=%2B14155550100&MessagingServiceSid=" + mg2, "twilio_scope.allowed_messaging_services"},
+		{"ErrServiceUppercase", svc, msg, "To=%2B14155550100&MessagingServiceSid=MG0123456789ABCDEF0123456789ABCDEF", "twilio_scope.allowed_messaging_services"},
+		{"ErrNoService", svc, msg, "To=%2B14155550100&From=%2B14155550199", "twilio_scope.allowed_messaging_services"},
+		{"OKCallWithoutService", svc, call, "To=%2B14155550100&From=%2B14155550199", ""},
+		{"OKBoth", both, msg, "To=%2B14155550100&MessagingServiceSid=" + mg, ""},
+		{"ErrBothFrom", both, msg, "To=%2B14155550100&From=%2B14155550000&MessagingServiceSid=" + mg, "twilio_scope.allowed_from"},
+
+		{"OKNoScope", twilio.Policy{}, msg, "To=garbage&to=x", ""},
+		{"OKNotACreate", dest, mustOp(t, "GET", "/Messages.json"), "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			why := p.Check(twilio.ScopeOf(op, mustForm(t, tt.body)))
-			if (why == "") != tt.ok {
-				t.Errorf("Check = %q, want ok=%v", why, tt.ok)
+			err := tt.p.Check(twilio.ScopeOf(tt.op, mustForm(t, tt.body)))
+			wantErr := tt.rule != "" || strings.Contains(tt.name, "Err")
+			switch {
+			case !wantErr && err != nil:
+				t.Fatalf("Check = %v, want allowed", err)
+			case wantErr && keybrake.ErrorCode(err) != keybrake.EFORBIDDEN:
+				t.Fatalf("Check = %v, want EFORBIDDEN", err)
+			case wantErr && tt.rule != "" && !strings.Contains(keybrake.ErrorMessage(err), tt.rule):
+				t.Fatalf("Check = %v, want the rule %s named", err, tt.rule)
 			}
 		})
+	}
+}
+
+func TestNormalizePolicy(t *testing.T) {
+	got, err := twilio.NormalizePolicy(keybrake.TwilioScope{
+		Countries: []string{"us", "CA", "US"}, NumberPrefixes: []string{"+1415"},
+		From: []string{"+14155550199", "WhatsApp:+14155550199", "ACME Ltd", "12345"}, MessagingServices: []string{"MG0123456789abcdef0123456789abcdef"},
+	})
+	if err != nil || strings.Join(got.Countries, ",") != "US,CA" || got.From[1] != "whatsapp:+14155550199" {
+		t.Fatalf("NormalizePolicy = %+v, %v", got, err)
+	}
+	for _, bad := range []keybrake.TwilioScope{
+		{Countries: []string{"XX"}}, {Countries: []string{"USA"}}, {Countries: []string{""}},
+		{NumberPrefixes: []string{"1415"}}, {NumberPrefixes: []string{"+1 415"}}, {NumberPrefixes: []string{"+"}}, {NumberPrefixes: []string{"+0"}},
+		{From: []string{" +14155550199"}}, {From: []string{"+1-415-555-0199"}}, {From: []string{"sip:+14155550199"}}, {From: []string{"A VERY LONG NAME"}}, {From: []string{""}},
+		{MessagingServices: []string{"MG0123"}}, {MessagingServices: []string{"PN0123456789abcdef0123456789abcdef"}},
+	} {
+		if _, err := twilio.NormalizePolicy(bad); keybrake.ErrorCode(err) != keybrake.EINVALID || !strings.Contains(keybrake.ErrorMessage(err), "twilio_scope.") {
+			t.Errorf("NormalizePolicy(%+v) = %v, want EINVALID naming the field", bad, err)
+		}
 	}
 }
 

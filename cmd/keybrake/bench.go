@@ -37,6 +37,8 @@ type benchConfig struct {
 	JSON        bool
 	Ops         map[string]bool
 	CapCheck    int
+	Keys        int              // proxied charges spread over this many keys (bench_keys.go)
+	SyncSettle  bool             // settle before answering, as serve --sync-settle
 	Now         func() time.Time // the proxies' clock; default time.Now (bench_growth.go moves it)
 }
 
@@ -57,6 +59,8 @@ not absolute values, and run it twice.`, env)
 	fs.BoolVar(&c.JSON, "json", false, "print the results as JSON")
 	ops := fs.String("ops", "get,charge", "what to measure, comma-separated: get (a passthrough read), charge (a capped charge), guards (a capped charge on a key with all four guards vs the same key without, 3 runs)")
 	fs.IntVar(&c.CapCheck, "cap-check", 500, "after measuring, 64 clients race for a key capped at this many dollars ($1.00 charges): exactly that many must pass; 0 skips")
+	fs.IntVar(&c.Keys, "keys", 1, "spread the proxied requests over this many vault keys (1 is one hot key)")
+	fs.BoolVar(&c.SyncSettle, "sync-settle", false, "settle every charge before answering it, as serve --sync-settle (the default answers first)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	var g growthConfig
 	g.flags(fs)
@@ -130,6 +134,8 @@ type bench struct {
 	stores     []keybrake.Store
 	proxies    []*khttp.Server
 	vaultKey   string
+	vaultKeys  []string // --keys beyond 1: the keys requests spread over
+	keyIDs     []string
 	keyID      string
 	client     *http.Client
 	dir        string
@@ -188,6 +194,7 @@ func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
 		s.AdminToken = "kbadm_bench"
 		s.Logger = slog.New(slog.DiscardHandler)
 		s.Rates = stripe.Rates{}
+		s.SettleAfterAnswer = !cfg.SyncSettle
 		if cfg.Now != nil {
 			s.Now = cfg.Now
 		}
@@ -211,6 +218,10 @@ func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
 		return nil, fmt.Errorf("create bench key: %w", err)
 	}
 	b.vaultKey, b.keyID = key.VaultKey, key.ID
+	if err := b.spreadKeys(body); err != nil {
+		b.close()
+		return nil, err
+	}
 	var cus struct {
 		ID string `json:"id"`
 	}
@@ -261,6 +272,15 @@ type target struct {
 	name  string
 	bases []string // round-robin across replicas
 	key   string
+	keys  []string // when set, requests spread over these keys instead
+}
+
+// pick returns the key of request i of client c.
+func (t target) pick(c int, i int64) string {
+	if len(t.keys) == 0 {
+		return t.key
+	}
+	return t.keys[(int64(c)*7919+i)%int64(len(t.keys))]
 }
 
 // op builds one request against a base URL.
@@ -299,7 +319,7 @@ func (b *bench) send(req *http.Request) error {
 func (b *bench) latency(t target, o op, n int) ([]time.Duration, error) {
 	d := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
-		req := o(t.bases[i%len(t.bases)], t.key, int64(i))
+		req := o(t.bases[i%len(t.bases)], t.pick(0, int64(i)), int64(i))
 		start := time.Now()
 		if err := b.send(req); err != nil {
 			return nil, err
@@ -330,7 +350,7 @@ func (b *bench) throughput(t target, o op, clients int, dur time.Duration) (load
 		go func(c int) {
 			defer wg.Done()
 			for i := int64(0); time.Now().Before(deadline); i++ {
-				req := o(t.bases[(c+int(i))%len(t.bases)], t.key, i)
+				req := o(t.bases[(c+int(i))%len(t.bases)], t.pick(c, i), i)
 				t0 := time.Now()
 				if err := b.send(req); err != nil {
 					firstErr.CompareAndSwap(nil, err)
@@ -356,6 +376,8 @@ func (b *bench) throughput(t target, o op, clients int, dur time.Duration) (load
 type BenchResult struct {
 	Store      string             `json:"store"`
 	Replicas   int                `json:"replicas"`
+	Keys       int                `json:"keys"`
+	SyncSettle bool               `json:"sync_settle"`
 	Latency    []LatencyRow       `json:"latency"`
 	Throughput []ThroughputRow    `json:"throughput"`
 	Spend      string             `json:"settled_usd"`
@@ -402,14 +424,14 @@ func pct(d []time.Duration, p float64) float64 {
 }
 
 func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, error) {
-	direct := target{"direct", []string{b.simURL}, simulatorSecret}
+	direct := target{"direct", []string{b.simURL}, simulatorSecret, nil}
 	var bases []string
 	for _, p := range b.proxies {
 		bases = append(bases, p.URL())
 	}
-	proxied := target{"keybrake", bases, b.vaultKey}
-	bare := target{"bare proxy", []string{b.bareURL}, simulatorSecret}
-	res := &BenchResult{Store: storeKind(b.cfg.DB), Replicas: b.cfg.Replicas}
+	proxied := target{"keybrake", bases, b.vaultKey, b.vaultKeys}
+	bare := target{"bare proxy", []string{b.bareURL}, simulatorSecret, nil}
+	res := &BenchResult{Store: storeKind(b.cfg.DB), Replicas: b.cfg.Replicas, Keys: b.cfg.Keys, SyncSettle: b.cfg.SyncSettle}
 	if b.cfg.DB == "" {
 		res.Store = "sqlite (temp file)"
 	}
@@ -483,17 +505,11 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*BenchResult, erro
 	}
 	// Zero overspend: the store's settled spend equals the charges the
 	// proxy forwarded, to the micro-dollar.
-	k, err := b.stores[0].FindKeyByID(ctx, b.keyID)
+	total, err := b.benchSpend(ctx)
 	if err != nil {
 		return nil, err
 	}
-	loc, _ := k.Location()
-	day, month := keybrake.Buckets(time.Now(), loc)
-	sp, err := b.stores[0].Spend(ctx, b.keyID, day, month)
-	if err != nil {
-		return nil, err
-	}
-	res.Spend = sp.Total.String()
+	res.Spend = total.String()
 	if b.cfg.CapCheck > 0 {
 		fmt.Fprintf(progress, "bench: cap check: 64 clients race for a key capped at $%d…\n", b.cfg.CapCheck)
 		cc, err := b.capCheck(ctx, bases, b.cfg.CapCheck)
@@ -587,7 +603,7 @@ func (b *bench) simCharges() int {
 }
 
 func (r *BenchResult) print(w io.Writer) {
-	fmt.Fprintf(w, "keybrake bench — store: %s, replicas: %d; baseline: the simulator direct, same run\n\n", r.Store, r.Replicas)
+	fmt.Fprintf(w, "keybrake bench — store: %s, replicas: %d, keys: %d, settle: %s; baseline: the simulator direct, same run\n\n", r.Store, r.Replicas, r.Keys, settleMode(r.SyncSettle))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "latency (µs)\tdirect p50\tproxy p50\tadded p50\tdirect p99\tproxy p99\tadded p99\tbare-proxy p50\t")
 	for _, l := range r.Latency {
@@ -603,7 +619,7 @@ func (r *BenchResult) print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nbare proxy: httputil.ReverseProxy with no logic in front of the simulator, the floor of any Go proxy on this machine")
-	fmt.Fprintf(w, "\nsettled spend on the bench key: $%s ($1.00 per proxied charge)\n", r.Spend)
+	fmt.Fprintf(w, "\nsettled spend on the bench keys: $%s ($1.00 per proxied charge)\n", r.Spend)
 	if c := r.CapCheck; c != nil {
 		verdict := "no overspend"
 		if c.Overspend || c.Succeeded != c.CapUSD {

@@ -27,6 +27,12 @@ func runKeys(ctx context.Context, args []string, env Env) error {
 
   keybrake keys create '{"label":"billing-2026-11","daily_usd_cap":250,"allowed_endpoints":["/v1/charges"]}'
   keybrake keys create --allow-secret-reads '{"label":"issuing","allowed_endpoints":["issuing.cards.retrieve"]}'
+  keybrake keys create '{"vendor":"twilio","daily_usd_cap":20,"daily_message_cap":500,"monthly_message_cap":5000,
+    "twilio_scope":{"allowed_countries":["US","CA"],"allowed_number_prefixes":["+1415"],"allowed_from":["+14155550100"],
+    "allowed_messaging_services":["MG…"]}}'
+  keybrake keys create '{"vendor":"resend","daily_email_cap":200,"monthly_email_cap":5000,
+    "resend_scope":{"allowed_senders":["billing@example.com","example.org"],"allowed_recipient_domains":["example.com"],
+    "max_recipients":5}}'
   keybrake keys list [--limit N] [--starting-after vk_…]
   keybrake keys show vk_…
   keybrake keys update vk_… '{"daily_usd_cap":100}'
@@ -38,6 +44,11 @@ func runKeys(ctx context.Context, args []string, env Env) error {
   keybrake keys events vk_… [--limit N]
 
 The policy fields are those of POST /vault/keys (README.md, "Admin API").
+Twilio keys take daily_ and monthly_message_cap and _call_cap and
+twilio_scope (destination countries, number prefixes, From numbers,
+messaging services); Resend keys take daily_ and monthly_email_cap and
+resend_scope (senders, recipient domains, recipients per email); either on
+another vendor's key is refused (docs/vendors.md, "Scope on keys").
 The vault key is printed once, by create. A key created without
 allowed_endpoints may call the default payments set, which create also
 prints to stderr as a notice; ["*"] allows every operation. The admin token

@@ -41,7 +41,9 @@ type ServeConfig struct {
 	StaleAfter       time.Duration // --stale-after, KEYBRAKE_STALE_AFTER
 	HoldTTL          time.Duration // --hold-ttl, KEYBRAKE_HOLD_TTL
 	UpstreamTimeout  time.Duration // --upstream-timeout, KEYBRAKE_UPSTREAM_TIMEOUT
+	SyncSettle       bool          // --sync-settle, KEYBRAKE_SYNC_SETTLE
 	SimState         string        // --sim-state, KEYBRAKE_SIM_STATE
+	SimMaxObjects    int           // --sim-max-objects, KEYBRAKE_SIM_MAX_OBJECTS
 	LogLevel         string        // --log-level, KEYBRAKE_LOG_LEVEL
 	LogFormat        string        // --log-format, KEYBRAKE_LOG_FORMAT
 	DriftInterval    time.Duration // --drift-interval, KEYBRAKE_DRIFT_INTERVAL
@@ -85,6 +87,7 @@ func NewServeMain(env Env) *ServeMain {
 		StaleAfter:      2 * time.Minute,
 		HoldTTL:         24 * time.Hour,
 		UpstreamTimeout: 80 * time.Second,
+		SimMaxObjects:   10_000,
 		LogLevel:        "info",
 		LogFormat:       "text",
 		AlertInterval:   5 * time.Second,
@@ -117,6 +120,8 @@ Environment only (secrets are kept out of the process list):
 	fs.DurationVar(&c.StaleAfter, "stale-after", envDuration(env, "KEYBRAKE_STALE_AFTER", c.StaleAfter), "age after which an unanswered reservation counts as interrupted (KEYBRAKE_STALE_AFTER)")
 	fs.DurationVar(&c.HoldTTL, "hold-ttl", envDuration(env, "KEYBRAKE_HOLD_TTL", c.HoldTTL), "how long an unconfirmed intent or uncaptured authorization stays held before keybrake cancels it upstream and releases its amount (KEYBRAKE_HOLD_TTL)")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", envDuration(env, "KEYBRAKE_UPSTREAM_TIMEOUT", c.UpstreamTimeout), "timeout of one upstream request (KEYBRAKE_UPSTREAM_TIMEOUT)")
+	fs.BoolVar(&c.SyncSettle, "sync-settle", envDefault(env, "KEYBRAKE_SYNC_SETTLE", "") == "true", "settle every charge before answering it (one more commit on the request path); by default a success is answered first and settled in the next batch, counted in full until then (KEYBRAKE_SYNC_SETTLE=true)")
+	fs.IntVar(&c.SimMaxObjects, "sim-max-objects", envInt(env, "KEYBRAKE_SIM_MAX_OBJECTS", c.SimMaxObjects), "the in-process simulator keeps about this many charges (and payment intents, refunds, transfers, payouts, saved idempotent responses) each, forgetting the oldest finished ones, so its memory stays bounded; 0 keeps everything (KEYBRAKE_SIM_MAX_OBJECTS)")
 	fs.StringVar(&c.SimState, "sim-state", envDefault(env, "KEYBRAKE_SIM_STATE", ""), "file where the in-process simulator keeps its state across restarts (KEYBRAKE_SIM_STATE)")
 	fs.StringVar(&c.LogLevel, "log-level", envDefault(env, "KEYBRAKE_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (KEYBRAKE_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envDefault(env, "KEYBRAKE_LOG_FORMAT", c.LogFormat), "text or json (KEYBRAKE_LOG_FORMAT)")
@@ -183,6 +188,9 @@ func (m *ServeMain) validate() (stripe.Rates, error) {
 	if c.UpstreamTimeout <= 0 {
 		return nil, fmt.Errorf("invalid --upstream-timeout (KEYBRAKE_UPSTREAM_TIMEOUT): must be a positive duration like 80s")
 	}
+	if c.SimMaxObjects < 0 {
+		return nil, fmt.Errorf("invalid --sim-max-objects (KEYBRAKE_SIM_MAX_OBJECTS): want 0 (keep everything) or more")
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -243,6 +251,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	s.AlertInterval = m.Config.AlertInterval
 	s.KeyMetrics, s.KeyMetricsMax = m.Config.KeyMetrics, m.Config.KeyMetricsMax
 	s.UpstreamTimeout = m.Config.UpstreamTimeout
+	s.SettleAfterAnswer = !m.Config.SyncSettle
 	s.Transport = m.Transport
 	s.Drift = khttp.DriftConfig{Interval: m.Config.DriftInterval, Window: m.Config.DriftWindow, Suspend: m.Config.DriftSuspend}
 	s.Retention = khttp.RetentionConfig{Age: m.Config.Retention, Interval: m.Config.RetentionEvery}
@@ -286,7 +295,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 // openSimulator starts the simulator on a loopback port of its own, so the
 // proxy reaches it over real HTTP exactly as it reaches Stripe.
 func (m *ServeMain) openSimulator() error {
-	opts := stripesim.Options{StatePath: m.Config.SimState, Logger: m.logger.With("component", "stripesim")}
+	opts := stripesim.Options{StatePath: m.Config.SimState, Logger: m.logger.With("component", "stripesim"), MaxObjects: m.Config.SimMaxObjects}
 	if m.Now != nil {
 		opts.Now = m.Now
 	}
