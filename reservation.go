@@ -114,6 +114,28 @@ type ReservationFilter struct {
 	State       string
 	Limit       int
 	CreatedFrom time.Time // when set, only reservations created at or after it
+	// CreatedBefore, when set, keeps only reservations created before it.
+	CreatedBefore time.Time
+	// ObjectID, when set, keeps only reservations linked to that upstream
+	// object (a Twilio sid): who already accounts for it.
+	ObjectID string
+	// Operation, when set, keeps only that operation
+	// ("twilio.messages.create").
+	Operation string
+	// Open keeps only reservations still reserved or uncertain.
+	Open bool
+}
+
+// LeaseHeldArgs asks for the held reservations of some operations that are
+// due for another look upstream (a Twilio price not reported yet).
+type LeaseHeldArgs struct {
+	Operations []string // e.g. "twilio.messages.create"; none leases nothing
+	Owner      string
+	Now        time.Time
+	// Until ends the lease; it is also when the reservation is next due,
+	// on any replica.
+	Until time.Time
+	Limit int // 0 means 100
 }
 
 // Spend is what counts against a key's caps in the windows containing a time.
@@ -165,6 +187,14 @@ type SpendService interface {
 	// request), whose lease is free or expired at now, and returns them with
 	// Attempts incremented.
 	LeaseUncertain(ctx context.Context, owner string, now, staleBefore, until time.Time, limit int) ([]*Reservation, error)
+
+	// LeaseHeld takes a lease until args.Until on up to args.Limit held
+	// reservations of args.Operations whose lease is free or expired at
+	// args.Now, never-leased and longest-due first, and returns them. The
+	// lease is the due time: a reservation leased now is not returned
+	// again, to any owner, before Until, so a pass reads only what is due
+	// and never every held reservation.
+	LeaseHeld(ctx context.Context, args LeaseHeldArgs) ([]*Reservation, error)
 
 	// Spend returns the key's spend in the day and month buckets named.
 	Spend(ctx context.Context, keyID, day, month string) (Spend, error)

@@ -169,20 +169,10 @@ func (s *Server) trusted(a netip.Addr) bool {
 // out. The first refusal of a lockout is audited; the rest only counted.
 // stripeShaped picks the proxy's error shape over the admin API's.
 func (s *Server) checkAuthLimit(w http.ResponseWriter, r *http.Request, stripeShaped bool) bool {
-	addr := s.clientAddr(r)
-	blocked, wait, first := s.limiter.blocked(addr)
-	if !blocked {
+	secs, msg, locked := s.authLockout(r)
+	if !locked {
 		return true
 	}
-	secs := int(math.Ceil(wait.Seconds()))
-	if secs < 1 {
-		secs = 1
-	}
-	s.metrics.authRefused()
-	if first {
-		s.auditAuth(r, addr, "rate_limited", fmt.Sprintf("too many failed authentications from %s; refused for %ds", addr, secs))
-	}
-	msg := fmt.Sprintf("Too many failed authentications from your address (%s). Wait %d seconds, then retry with a valid key; keybrake refuses every authenticated request from this address until then.", addr, secs)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	if stripeShaped {
 		w.Header().Set("Stripe-Should-Retry", "false")
@@ -191,6 +181,26 @@ func (s *Server) checkAuthLimit(w http.ResponseWriter, r *http.Request, stripeSh
 	}
 	writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]string{"code": "rate_limit", "message": msg}})
 	return false
+}
+
+// authLockout reports whether r's client is locked out, for how many more
+// seconds and with what message, counting and auditing the refusal.
+func (s *Server) authLockout(r *http.Request) (secs int, msg string, locked bool) {
+	addr := s.clientAddr(r)
+	blocked, wait, first := s.limiter.blocked(addr)
+	if !blocked {
+		return 0, "", false
+	}
+	secs = int(math.Ceil(wait.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	s.metrics.authRefused()
+	if first {
+		s.auditAuth(r, addr, "rate_limited", fmt.Sprintf("too many failed authentications from %s; refused for %ds", addr, secs))
+	}
+	msg = fmt.Sprintf("Too many failed authentications from your address (%s). Wait %d seconds, then retry with a valid key; keybrake refuses every authenticated request from this address until then.", addr, secs)
+	return secs, msg, true
 }
 
 // authFailed counts a failed authentication against r's client and audits

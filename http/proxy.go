@@ -75,7 +75,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 	w.Header().Set("Keybrake-Request-Id", c.requestID)
 	// authlimit.go writes Stripe's shape or a plain one; it is being
 	// reworked, and should then render through Vendor.WriteError.
-	if !s.checkAuthLimit(w, r, c.v.Name() == keybrake.VendorStripe) {
+	if !s.checkVendorAuthLimit(w, r, c.v) {
 		return
 	}
 	key, err := p.authenticate(r, c.v)

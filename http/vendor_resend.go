@@ -24,6 +24,9 @@ type ResendConfig struct {
 	APIKey string
 	// Pricer holds the operator's rates: per email and per recipient.
 	Pricer resend.Pricer
+	// Simulated marks Upstream as the built-in simulator: /resend answers
+	// carry Keybrake-Upstream: simulator, whatever Stripe's upstream is.
+	Simulated bool
 }
 
 // resendVendor is Resend's email API behind /resend/… (docs/vendors.md).

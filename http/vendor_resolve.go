@@ -2,7 +2,6 @@ package http
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -28,19 +27,25 @@ func (s *Server) resolveVendor(ctx context.Context, p *vendorRoute, rsv *keybrak
 // settleVendorPrices settles held Twilio messages and calls whose price
 // Twilio has reported since: the hold was the reserved amount, the
 // settlement is the price, and the difference is released. A reservation
-// Twilio has not priced yet stays held, counted in full.
+// Twilio has not priced yet stays held, counted in full, and is looked at
+// again heldRecheck later. Each pass leases at most heldPerPass of the
+// ones that are due (Store.LeaseHeld), never every held reservation, and
+// no two replicas fetch the same one.
 func (s *Server) settleVendorPrices(ctx context.Context) {
 	p := s.vendors[keybrake.VendorTwilio]
 	if p == nil || p.upstream == nil {
 		return
 	}
-	held, err := s.Store.FindReservations(ctx, keybrake.ReservationFilter{State: keybrake.StateHeld})
+	now := s.Now()
+	held, err := s.Store.LeaseHeld(ctx, keybrake.LeaseHeldArgs{
+		Operations: twilioPricedOperations, Owner: s.ID, Now: now, Until: now.Add(heldRecheck), Limit: heldPerPass,
+	})
 	if err != nil {
-		s.logger().Warn("listing held reservations failed; will retry", "err", err)
+		s.logger().Warn("leasing held reservations failed; will retry", "err", err)
 		return
 	}
 	for _, rsv := range held {
-		if !strings.HasPrefix(rsv.Request.Path, "/twilio/") || rsv.ObjectID == "" {
+		if rsv.ObjectID == "" {
 			continue
 		}
 		out, err := p.Resolve(ctx, rsv, s.Transport)
@@ -52,6 +57,15 @@ func (s *Server) settleVendorPrices(ctx context.Context) {
 		}
 	}
 }
+
+// The held reservations the price pass reads, how many a pass, and how
+// long one Twilio has not priced yet waits before it is fetched again.
+var twilioPricedOperations = []string{keybrake.VendorTwilio + ".messages.create", keybrake.VendorTwilio + ".calls.create"}
+
+const (
+	heldPerPass = 100
+	heldRecheck = 30 * time.Second
+)
 
 // finishVendor applies a final outcome and audits it as a resolution.
 func (s *Server) finishVendor(ctx context.Context, rsv *keybrake.Reservation, out VendorOutcome) (bool, error) {

@@ -25,7 +25,12 @@ func (s *Server) openVendors() {
 		keybrake.VendorResend: {&resendVendor{}, nil},
 	}
 	if s.Twilio != nil {
-		s.vendors[keybrake.VendorTwilio] = &vendorRoute{newTwilioVendor(*s.Twilio), s.Twilio.Upstream}
+		tv := newTwilioVendor(*s.Twilio)
+		tv.lookup = &twilioLookup{store: s.Store, now: s.Now, answerWithin: s.UpstreamTimeout, skew: s.Twilio.LookupSkew}
+		if tv.lookup.skew <= 0 {
+			tv.lookup.skew = defaultTwilioSkew
+		}
+		s.vendors[keybrake.VendorTwilio] = &vendorRoute{tv, s.Twilio.Upstream}
 	}
 	if s.Resend != nil {
 		s.vendors[keybrake.VendorResend] = &vendorRoute{&resendVendor{cfg: *s.Resend}, s.Resend.Upstream}
@@ -49,6 +54,14 @@ func (s *Server) routesVendor(raw string) bool {
 func (s *Server) serveVendor(w http.ResponseWriter, r *http.Request, raw string) {
 	name, rest, _ := strings.Cut(strings.TrimPrefix(raw, "/"), "/")
 	vr := s.vendors[name]
+	if name != keybrake.VendorStripe {
+		// route marked every answer by Stripe's upstream; this route's
+		// own upstream decides.
+		w.Header().Del("Keybrake-Upstream")
+		if s.vendorSimulated(name) {
+			w.Header().Set("Keybrake-Upstream", "simulator")
+		}
+	}
 	if vr.upstream == nil {
 		vr.WriteError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "keybrake is not configured to proxy %s.", name))
 		return
@@ -70,4 +83,16 @@ func (s *Server) vendorFor(rsv *keybrake.Reservation) (*vendorRoute, bool) {
 		return nil, true
 	}
 	return vr, true
+}
+
+// vendorSimulated reports whether the vendor's upstream is its built-in
+// simulator.
+func (s *Server) vendorSimulated(name string) bool {
+	switch name {
+	case keybrake.VendorTwilio:
+		return s.Twilio != nil && s.Twilio.Simulated
+	case keybrake.VendorResend:
+		return s.Resend != nil && s.Resend.Simulated
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/twilio"
@@ -33,6 +34,13 @@ type TwilioConfig struct {
 	// MaxCallSeconds prices and bounds calls without TimeLimit; see
 	// twilio.Pricer.
 	MaxCallSeconds int
+	// LookupSkew is the margin of a lost create's lookup for the clocks of
+	// keybrake and Twilio, and for Twilio's list to show a new resource;
+	// 1 minute by default (vendor_twilio_lookup.go).
+	LookupSkew time.Duration
+	// Simulated marks Upstream as the built-in simulator: /twilio answers
+	// carry Keybrake-Upstream: simulator, whatever Stripe's upstream is.
+	Simulated bool
 }
 
 // twilioVendor is Twilio's Programmable Messaging and Voice API behind
@@ -40,6 +48,7 @@ type TwilioConfig struct {
 type twilioVendor struct {
 	cfg    TwilioConfig
 	pricer *twilio.Pricer
+	lookup *twilioLookup // finds what a lost create made (vendor_twilio_lookup.go); nil: never looked up
 }
 
 // twilioRequest is a parsed Twilio request.
@@ -204,12 +213,13 @@ func (v *twilioVendor) Redact(req *VendorRequest, body []byte) ([]byte, bool) {
 
 // Resolve fetches a held message or call by its sid and settles Twilio's
 // price once reported. A create whose answer was lost has no sid, and
-// Twilio has no idempotency key: it stays uncertain, counted at the
-// reserved amount (which the operator's rates keep at or above Twilio's
-// price), for an operator to reconcile.
+// Twilio has no idempotency key: it is looked up by what it named
+// (resolveLost), and stays counted at the reserved amount (which the
+// operator's rates keep at or above Twilio's price) while that cannot
+// tell.
 func (v *twilioVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, rt http.RoundTripper) (VendorOutcome, error) {
 	if rsv.ObjectID == "" {
-		return VendorOutcome{Reason: "Twilio has no idempotency: a create whose answer was lost stays counted until an operator reconciles it"}, nil
+		return v.resolveLost(ctx, rsv, rt)
 	}
 	coll := strings.TrimSuffix(strings.TrimPrefix(rsv.Request.Path, "/twilio"), ".json")
 	u := *v.cfg.Upstream

@@ -234,6 +234,22 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 		args = append(args, ts(f.CreatedFrom))
 		where = append(where, fmt.Sprintf("created_at >= $%d", len(args)))
 	}
+	if !f.CreatedBefore.IsZero() {
+		args = append(args, ts(f.CreatedBefore))
+		where = append(where, fmt.Sprintf("created_at < $%d", len(args)))
+	}
+	if f.ObjectID != "" {
+		// The literal term matches the partial index reservations_object.
+		args = append(args, f.ObjectID)
+		where = append(where, fmt.Sprintf("object_id <> '' AND object_id = $%d", len(args)))
+	}
+	if f.Operation != "" {
+		args = append(args, f.Operation)
+		where = append(where, fmt.Sprintf("operation = $%d", len(args)))
+	}
+	if f.Open {
+		where = append(where, "state IN ('reserved', 'uncertain')") // reservations_open_operation
+	}
 	q := `SELECT ` + reservationColumns + ` FROM reservations`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
@@ -285,6 +301,43 @@ func (s *Store) LeaseUncertain(ctx context.Context, owner string, now, staleBefo
 	rs, err := collectReservations(rows)
 	if err != nil {
 		return nil, s.wrap("lease uncertain", err)
+	}
+	return rs, nil
+}
+
+// LeaseHeld leases the due held reservations of args.Operations: those
+// whose lease is free or expired at args.Now, never leased first, then the
+// longest due, through the partial index reservations_held_due. FOR UPDATE
+// SKIP LOCKED lets several replicas lease at once without sharing one.
+func (s *Store) LeaseHeld(ctx context.Context, args keybrake.LeaseHeldArgs) ([]*keybrake.Reservation, error) {
+	if len(args.Operations) == 0 {
+		return nil, nil
+	}
+	limit := args.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `WITH picked AS (
+			SELECT id, lease_until AS due FROM reservations
+			WHERE state = 'held' AND operation = ANY($1)
+			  AND (lease_until IS NULL OR lease_until <= $2)
+			ORDER BY lease_until NULLS FIRST, seq
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED
+		), leased AS (
+			UPDATE reservations r
+			SET lease_owner = $4, lease_until = $5
+			FROM picked WHERE r.id = picked.id
+			RETURNING r.*, picked.due
+		)
+		SELECT `+reservationColumns+` FROM leased ORDER BY due NULLS FIRST, seq`,
+		args.Operations, ts(args.Now), limit, args.Owner, ts(args.Until))
+	if err != nil {
+		return nil, s.wrap("lease held", err)
+	}
+	rs, err := collectReservations(rows)
+	if err != nil {
+		return nil, s.wrap("lease held", err)
 	}
 	return rs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sort"
 	"strings"
 	"time"
 
@@ -334,6 +335,19 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 	if !f.CreatedFrom.IsZero() {
 		where, args = append(where, "created_at >= ?"), append(args, f.CreatedFrom.UnixMicro())
 	}
+	if !f.CreatedBefore.IsZero() {
+		where, args = append(where, "created_at < ?"), append(args, f.CreatedBefore.UnixMicro())
+	}
+	if f.ObjectID != "" {
+		// The literal term lets SQLite use the partial index reservations_object.
+		where, args = append(where, "object_id <> '' AND object_id = ?"), append(args, f.ObjectID)
+	}
+	if f.Operation != "" {
+		where, args = append(where, "operation = ?"), append(args, f.Operation)
+	}
+	if f.Open {
+		where = append(where, "state IN ('reserved', 'uncertain')") // reservations_open_operation
+	}
 	q := `SELECT ` + resColumns + ` FROM reservations`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
@@ -389,6 +403,75 @@ func (s *Store) LeaseUncertain(ctx context.Context, owner string, now, staleBefo
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "lease uncertain")
+	}
+	return rs, nil
+}
+
+// LeaseHeld leases the due held reservations of args.Operations: those
+// whose lease is free or expired at args.Now, never leased first, then the
+// longest due. Each operation's never-leased and expired ones are read as
+// two ranges of the partial index reservations_held_due, each cut at the
+// limit, so a pass reads at most what it may lease, never every held
+// reservation.
+func (s *Store) LeaseHeld(ctx context.Context, args keybrake.LeaseHeldArgs) ([]*keybrake.Reservation, error) {
+	if len(args.Operations) == 0 {
+		return nil, nil
+	}
+	limit := args.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	var rs []*keybrake.Reservation
+	for _, op := range args.Operations {
+		for _, q := range []struct {
+			cond string
+			args []any
+		}{
+			{"lease_until IS NULL", []any{op, limit}},
+			{"lease_until <= ?", []any{op, args.Now.UnixMicro(), limit}},
+		} {
+			rows, err := tx.QueryContext(ctx, `SELECT `+resColumns+` FROM reservations
+				WHERE state = 'held' AND operation = ? AND `+q.cond+`
+				ORDER BY lease_until, created_at, id LIMIT ?`, q.args...)
+			if err != nil {
+				return nil, wrap(err, "lease held")
+			}
+			some, err := collectReservations(rows, "lease held")
+			if err != nil {
+				return nil, err
+			}
+			rs = append(rs, some...)
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		switch {
+		case a.LeaseUntil.IsZero() != b.LeaseUntil.IsZero():
+			return a.LeaseUntil.IsZero()
+		case !a.LeaseUntil.Equal(b.LeaseUntil):
+			return a.LeaseUntil.Before(b.LeaseUntil)
+		case !a.CreatedAt.Equal(b.CreatedAt):
+			return a.CreatedAt.Before(b.CreatedAt)
+		}
+		return a.ID < b.ID
+	})
+	rs = rs[:min(len(rs), limit)]
+	until := dbTime(args.Until)
+	for _, r := range rs {
+		r.LeaseOwner, r.LeaseUntil = args.Owner, until
+		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET lease_owner = ?, lease_until = ? WHERE id = ?`,
+			r.LeaseOwner, r.LeaseUntil.UnixMicro(), r.ID); err != nil {
+			return nil, wrap(err, "lease %s", r.ID)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, wrap(err, "lease held")
 	}
 	return rs, nil
 }

@@ -165,13 +165,28 @@ func (s *Server) updateCall(req *request) (any, *twilio.Error) {
 	return c.wire(s.opts.AccountSid), nil
 }
 
+// listCalls reads the account's calls, newest first, filtered by To, From,
+// Status and the StartTime filters (StartTime, StartTime>, StartTime< by
+// GMT day or RFC 3339 instant, inclusive, as DateSent on messages). A call
+// that has not started (queued, ringing) has no start_time and matches no
+// StartTime filter.
 func (s *Server) listCalls(req *request) (any, *twilio.Error) {
 	f := req.form
+	on, after, before := f.Get("StartTime"), f.Get("StartTime>"), f.Get("StartTime<")
+	for _, d := range []string{on, after, before} {
+		if _, ok := parseDateFilter(d); d != "" && !ok {
+			return nil, invalid(20001, "Invalid StartTime filter %q: use YYYY-MM-DD or an ISO 8601 time in GMT.", d)
+		}
+	}
 	var out []map[string]any
 	for i := len(s.calls) - 1; i >= 0; i-- {
 		c := s.calls[i]
 		if (f.Get("To") != "" && f.Get("To") != c.To) || (f.Get("From") != "" && f.Get("From") != c.From) ||
 			(f.Get("Status") != "" && f.Get("Status") != c.Status) {
+			continue
+		}
+		started := c.Status == CallInProgress || c.Status == CallCompleted // as wire sets start_time
+		if !inRange(c.Created.Add(answerAfter), started, on, after, before) {
 			continue
 		}
 		out = append(out, c.wire(s.opts.AccountSid))

@@ -214,24 +214,64 @@ func (s *Server) deleteMessage(sid string) *twilio.Error {
 	return nil
 }
 
+// listMessages reads the account's messages as Twilio does: filtered by
+// To, From and the DateSent filters, most recently sent first. Twilio
+// sorts by date_sent, which is null until a message is sent; the
+// simulator puts those (scheduled, queued, sending) first, newest first,
+// and a DateSent filter never matches them.
 func (s *Server) listMessages(req *request) (any, *twilio.Error) {
 	f := req.form
-	var out []map[string]any
-	for i := len(s.messages) - 1; i >= 0; i-- {
-		m := s.messages[i]
+	on, after, before := f.Get("DateSent"), f.Get("DateSent>"), f.Get("DateSent<")
+	for _, d := range []string{on, after, before} {
+		if _, ok := parseDateFilter(d); d != "" && !ok {
+			return nil, invalid(20001, "Invalid DateSent filter %q: use YYYY-MM-DD or an ISO 8601 time in GMT.", d)
+		}
+	}
+	var ms []*Message
+	for _, m := range s.messages {
 		if m.Deleted || (f.Get("To") != "" && f.Get("To") != m.To) || (f.Get("From") != "" && f.Get("From") != m.From) {
 			continue
 		}
-		if !inRange(m.DateSent, m.Priced, f.Get("DateSent"), f.Get("DateSent>"), f.Get("DateSent<")) {
+		if !inRange(m.DateSent, m.Priced, on, after, before) {
 			continue
 		}
+		ms = append(ms, m)
+	}
+	sort.SliceStable(ms, func(i, j int) bool {
+		a, b := ms[i], ms[j]
+		switch {
+		case a.Priced != b.Priced:
+			return !a.Priced // not sent yet: first
+		case a.Priced && !a.DateSent.Equal(b.DateSent):
+			return a.DateSent.After(b.DateSent)
+		}
+		return a.Created.After(b.Created) || (a.Created.Equal(b.Created) && a.Sid > b.Sid)
+	})
+	out := make([]map[string]any, 0, len(ms))
+	for _, m := range ms {
 		out = append(out, m.wire(s.opts.AccountSid))
 	}
 	return page(req, "messages", out)
 }
 
-// inRange applies Twilio's date filters: DateSent is a day (YYYY-MM-DD)
-// or an instant, DateSent> and DateSent< bound it inclusively.
+// parseDateFilter reads a date filter's value: a GMT day (YYYY-MM-DD), as
+// Twilio documents it, or an RFC 3339 time, as twilio-go sends it.
+func parseDateFilter(s string) (time.Time, bool) {
+	if d, err := time.Parse(time.DateOnly, s); err == nil {
+		return d, true
+	}
+	if d, err := time.Parse(time.RFC3339, s); err == nil {
+		return d.UTC(), true
+	}
+	return time.Time{}, false
+}
+
+// inRange applies Twilio's date filters to a date that is known (sent):
+// Name=D on that GMT day, Name>=D (sent as the parameter "Name>") on or
+// after it, Name<=D ("Name<") on or before it, each inclusive. A day
+// (YYYY-MM-DD) compares whole days; an RFC 3339 time compares instants,
+// except Name=, which is always a day. An unknown date (not sent yet)
+// matches no filter. Values were checked by parseDateFilter.
 func inRange(t time.Time, known bool, on, after, before string) bool {
 	if on == "" && after == "" && before == "" {
 		return true
@@ -239,20 +279,24 @@ func inRange(t time.Time, known bool, on, after, before string) bool {
 	if !known {
 		return false
 	}
-	parse := func(s string) (time.Time, bool) {
-		if d, err := time.Parse(time.DateOnly, s); err == nil {
-			return d, true
+	t = t.UTC()
+	day := func(x time.Time) time.Time { return x.UTC().Truncate(24 * time.Hour) }
+	cmp := func(v string) int {
+		d, _ := parseDateFilter(v)
+		if len(v) == len(time.DateOnly) {
+			return day(t).Compare(d)
 		}
-		d, err := time.Parse(time.RFC3339, s)
-		return d, err == nil
+		return t.Compare(d)
 	}
-	if d, ok := parse(on); on != "" && (!ok || !t.Truncate(24*time.Hour).Equal(d.Truncate(24*time.Hour))) {
+	if on != "" {
+		if d, _ := parseDateFilter(on); !day(t).Equal(day(d)) {
+			return false
+		}
+	}
+	if after != "" && cmp(after) < 0 {
 		return false
 	}
-	if d, ok := parse(after); after != "" && (!ok || t.Before(d)) {
-		return false
-	}
-	if d, ok := parse(before); before != "" && (!ok || t.After(d)) {
+	if before != "" && cmp(before) > 0 {
 		return false
 	}
 	return true

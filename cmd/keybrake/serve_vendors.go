@@ -27,18 +27,20 @@ const vendorHelp = `
 
 // VendorConfig is serve's configuration of the vendors beside Stripe.
 type VendorConfig struct {
-	TwilioUpstream string // --twilio-upstream
-	TwilioRates    string // --twilio-rates: a file in twilio.ParseRates' format
-	TwilioMaxCall  int    // --twilio-max-call-seconds
-	ResendUpstream string // --resend-upstream
-	ResendPerEmail string // --resend-per-email, USD
-	ResendPerRcpt  string // --resend-per-recipient, USD
+	TwilioUpstream string        // --twilio-upstream
+	TwilioRates    string        // --twilio-rates: a file in twilio.ParseRates' format
+	TwilioMaxCall  int           // --twilio-max-call-seconds
+	TwilioSkew     time.Duration // --twilio-lookup-skew
+	ResendUpstream string        // --resend-upstream
+	ResendPerEmail string        // --resend-per-email, USD
+	ResendPerRcpt  string        // --resend-per-recipient, USD
 }
 
 func vendorFlags(fs *flag.FlagSet, env Env, c *VendorConfig) {
 	fs.StringVar(&c.TwilioUpstream, "twilio-upstream", envDefault(env, "KEYBRAKE_TWILIO_UPSTREAM", "https://api.twilio.com"), "Twilio API base URL (KEYBRAKE_TWILIO_UPSTREAM)")
 	fs.StringVar(&c.TwilioRates, "twilio-rates", envDefault(env, "KEYBRAKE_TWILIO_RATES", ""), "file of per-country Twilio rates, one country a line (\"US sms=0.0110 voice=0.0140\"); unset = an example table (KEYBRAKE_TWILIO_RATES)")
 	fs.IntVar(&c.TwilioMaxCall, "twilio-max-call-seconds", envInt(env, "KEYBRAKE_TWILIO_MAX_CALL_SECONDS", 0), "longest call a key may place; calls without TimeLimit are priced at it and get it as TimeLimit (KEYBRAKE_TWILIO_MAX_CALL_SECONDS)")
+	fs.DurationVar(&c.TwilioSkew, "twilio-lookup-skew", envDuration(env, "KEYBRAKE_TWILIO_LOOKUP_SKEW", time.Minute), "margin of the lookup of a Twilio create whose answer was lost, for clock skew and Twilio's list catching up; it is looked up once --upstream-timeout plus twice this has passed (KEYBRAKE_TWILIO_LOOKUP_SKEW)")
 	fs.StringVar(&c.ResendUpstream, "resend-upstream", envDefault(env, "KEYBRAKE_RESEND_UPSTREAM", "https://api.resend.com"), "Resend API base URL (KEYBRAKE_RESEND_UPSTREAM)")
 	fs.StringVar(&c.ResendPerEmail, "resend-per-email", envDefault(env, "KEYBRAKE_RESEND_PER_EMAIL", "0.001"), "USD reserved per email sent (KEYBRAKE_RESEND_PER_EMAIL)")
 	fs.StringVar(&c.ResendPerRcpt, "resend-per-recipient", envDefault(env, "KEYBRAKE_RESEND_PER_RECIPIENT", "0"), "USD reserved per recipient, added to the per-email rate (KEYBRAKE_RESEND_PER_RECIPIENT)")
@@ -59,7 +61,10 @@ func (m *ServeMain) openVendors(s *khttp.Server) error {
 			return fmt.Errorf("--twilio-rates %s: %w", c.TwilioRates, err)
 		}
 	}
-	tw := &khttp.TwilioConfig{Rates: rates, MaxCallSeconds: c.TwilioMaxCall,
+	if c.TwilioSkew <= 0 {
+		return fmt.Errorf("invalid --twilio-lookup-skew (KEYBRAKE_TWILIO_LOOKUP_SKEW): must be a positive duration like 1m")
+	}
+	tw := &khttp.TwilioConfig{Rates: rates, MaxCallSeconds: c.TwilioMaxCall, LookupSkew: c.TwilioSkew,
 		AccountSid: strings.TrimSpace(env.Getenv("TWILIO_ACCOUNT_SID")), Secret: strings.TrimSpace(env.Getenv("TWILIO_AUTH_TOKEN"))}
 	if k := strings.TrimSpace(env.Getenv("TWILIO_API_KEY")); k != "" {
 		tw.APIKeySid, tw.Secret = k, strings.TrimSpace(env.Getenv("TWILIO_API_SECRET"))
@@ -71,14 +76,14 @@ func (m *ServeMain) openVendors(s *khttp.Server) error {
 		if err != nil {
 			return err
 		}
-		tw.Upstream, tw.AccountSid, tw.Secret = u, sim.AccountSid(), twiliosim.DefaultAuthToken
+		tw.Upstream, tw.AccountSid, tw.Secret, tw.Simulated = u, sim.AccountSid(), twiliosim.DefaultAuthToken, true
 		m.logger.Warn("NO TWILIO CREDENTIALS CONFIGURED: /twilio is served by keybrake's built-in Twilio SIMULATOR; nothing is sent. Set TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN (or TWILIO_API_KEY and TWILIO_API_SECRET).", "simulator", u.String(), "account_sid", tw.AccountSid)
 	case !twilio.IsAccountSid(tw.AccountSid) || tw.Secret == "" || (tw.APIKeySid != "" && !twilio.IsAPIKeySid(tw.APIKeySid)):
 		return fmt.Errorf("invalid Twilio credentials: set TWILIO_ACCOUNT_SID (AC…) and TWILIO_AUTH_TOKEN, or TWILIO_ACCOUNT_SID with TWILIO_API_KEY (SK…) and TWILIO_API_SECRET")
 	default:
-		u, err := url.Parse(c.TwilioUpstream)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return fmt.Errorf("invalid --twilio-upstream %q: want an http(s) URL", c.TwilioUpstream)
+		u, err := vendorUpstream("--twilio-upstream", c.TwilioUpstream)
+		if err != nil {
+			return err
 		}
 		tw.Upstream = u
 	}
@@ -97,15 +102,40 @@ func (m *ServeMain) openVendors(s *khttp.Server) error {
 		if err != nil {
 			return err
 		}
-		rs.Upstream, rs.APIKey = u, resendsim.DefaultAPIKey
+		rs.Upstream, rs.APIKey, rs.Simulated = u, resendsim.DefaultAPIKey, true
 		m.logger.Warn("NO RESEND API KEY CONFIGURED: /resend is served by keybrake's built-in Resend SIMULATOR; no email is sent. Set RESEND_API_KEY.", "simulator", u.String())
 	} else if strings.HasPrefix(rs.APIKey, keybrake.VaultKeyPrefix) {
 		return fmt.Errorf("invalid RESEND_API_KEY: a vault key cannot be the upstream key")
-	} else if rs.Upstream, err = url.Parse(c.ResendUpstream); err != nil || rs.Upstream.Host == "" {
-		return fmt.Errorf("invalid --resend-upstream %q: want an http(s) URL", c.ResendUpstream)
+	} else if rs.Upstream, err = vendorUpstream("--resend-upstream", c.ResendUpstream); err != nil {
+		return err
 	}
 	s.Resend = &rs
 	return nil
+}
+
+// vendorUpstream reads the base URL a vendor's real credential is sent
+// to: http(s), a host, no user, query or fragment, and plain http only to
+// a loopback address (a simulator on this machine), never across a
+// network where the credential would travel in clear text. Only the
+// operator sets it: no request header or parameter can move a route to
+// another upstream.
+func vendorUpstream(flagName, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("invalid %s %q: want an http(s) base URL like https://api.example.com", flagName, raw)
+	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+		return nil, fmt.Errorf("invalid %s %q: plain http only to a loopback address (a local simulator); the real credential would cross the network in clear text", flagName, raw)
+	}
+	return u, nil
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // serveSim serves a simulator on a loopback port of its own, reached over
