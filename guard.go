@@ -56,6 +56,14 @@ const (
 // empty). A request Stripe refused before processing it (released, not a
 // decline) does not count; a replay is not counted again. Reads are not
 // counted: a limit naming only read operations never refuses.
+//
+// With Requests set the limit counts requests instead: every request on
+// the key of the operations named (reads, unpriced writes and replays
+// included) that passed authentication and the key's policy, counted when
+// it arrives, before it is priced or reserved, whatever happens to it
+// next ("60 requests per minute per key"). Such a limit is decided and
+// counted in a transaction of its own (GuardService.CountRequest), not in
+// the reservation's; per customer it counts the requests that name one.
 type VelocityLimit struct {
 	Name          string   `json:"name"`
 	Per           string   `json:"per"`
@@ -63,7 +71,12 @@ type VelocityLimit struct {
 	Limit         int      `json:"limit"`
 	WindowSeconds int64    `json:"window_seconds"`
 	WindowKind    string   `json:"window_kind,omitempty"` // WindowSliding (default) or WindowFixed
+	Requests      bool     `json:"requests,omitempty"`    // count every request, reads too, not only reservations
 }
+
+// CountsRequests reports whether v counts every request (Requests) rather
+// than reservations.
+func (v VelocityLimit) CountsRequests() bool { return v.Requests }
 
 // Applies reports whether the limit counts operation op.
 func (v VelocityLimit) Applies(op string) bool {

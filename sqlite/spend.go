@@ -143,7 +143,7 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 	if oc, err := s.checkCount(ctx, tx, in, st.day, now, st.loc); err != nil || oc != nil {
 		return keybrake.ReserveResult{OverCount: oc}, err
 	}
-	g, counted, err := s.checkGuards(ctx, tx, &st.key, in, now)
+	g, counted, err := s.checkGuards(ctx, tx, st, in, now)
 	if err != nil || g != nil {
 		return keybrake.ReserveResult{Guard: g}, err
 	}
@@ -194,6 +194,7 @@ func (s *Store) usableState(ctx context.Context, tx *sql.Tx, in *keybrake.Reserv
 // reserveState is what Reserve reads before deciding.
 type reserveState struct {
 	key        keybrake.Key
+	plan       *guardPlan // the key's guards, decoded once per guards text
 	loc        *time.Location
 	day, month string
 	replayID   sql.NullString
@@ -231,8 +232,11 @@ func (s *Store) readForReserve(ctx context.Context, tx *sql.Tx, in *keybrake.Res
 		}
 	}
 	k.ExpiresAt, k.RevokedAt, k.SuspendedAt = timePtr(expires), timePtr(revoked), timePtr(suspended)
-	if k.Guards, err = decodeGuards(guards); err != nil {
+	if st.plan, err = s.planOf(guards); err != nil {
 		return nil, wrap(err, "reserve on key %s: decode guards", in.KeyID)
+	}
+	if st.plan != nil {
+		k.Guards = st.plan.g
 	}
 	return &st, nil
 }

@@ -52,6 +52,7 @@ type Store struct {
 	zones       sync.Map     // key ID -> timezone seen by the last Reserve; only a hint
 	probes      sync.Map     // guard probe text -> *sql.Stmt on the writer, nil until prepared (guards.go)
 	probeMisses atomic.Bool  // a probe ran unprepared
+	plans       planCache    // guards column -> decoded guards and their plan (guard_plan.go)
 	nextPrune   atomic.Int64 // Unix second of the next guard counter prune
 
 	path string // the database file, naming the watchers of its keys
