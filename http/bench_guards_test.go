@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
+	"time"
 )
 
 // benchGuardsJSON are the guards of `keybrake bench --ops guards`' guarded
@@ -52,4 +54,41 @@ func BenchmarkChargeGuards(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkGETRequestLimit measures a GET passthrough, one at a time, on a
+// key without guards and on a key whose velocity limit counts every
+// request (a store write per read), interleaved: the medians and their
+// difference are reported.
+func BenchmarkGETRequestLimit(b *testing.B) {
+	e := MustOpen(b)
+	cus := mustCustomer(b, e)
+	_, plain := e.CreateKey(b, `{"daily_usd_cap":10}`)
+	_, counted := e.CreateKey(b, `{"daily_usd_cap":10,"guards":{"velocity":[{"name":"rps","per":"key","limit":1000000,"window_seconds":60,"requests":true}]}}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	var d [2][]time.Duration
+	for b.Loop() {
+		for k, key := range []string{plain, counted} {
+			req, _ := http.NewRequest("GET", e.Server.URL()+"/v1/customers/"+cus, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			d[k] = append(d[k], time.Since(start))
+			if resp.StatusCode != 200 {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	}
+	for k := range d {
+		slices.Sort(d[k])
+	}
+	p, c := d[0][len(d[0])/2], d[1][len(d[1])/2]
+	b.ReportMetric(float64(p.Microseconds()), "plain-p50-µs")
+	b.ReportMetric(float64(c.Microseconds()), "counted-p50-µs")
+	b.ReportMetric(float64((c - p).Microseconds()), "added-p50-µs")
 }

@@ -132,6 +132,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, path string) {
 			return
 		}
 	}
+	if !p.countRequest(w, r, c, form) { // guard_requests.go: velocity limits counting every request
+		return
+	}
 	if class == stripe.ClassPriced && stripe.HoldsObject(op) {
 		defer p.unlock(c)
 		if ok := p.holdObject(w, r, c, form); !ok {

@@ -40,7 +40,8 @@ func BenchmarkReserveHotKeyGuards(b *testing.B) {
 				ctx := context.Background()
 				for pb.Next() {
 					i := seq.Add(1)
-					r := storetest.NewCharge("key_hot", fmt.Sprintf("idem_%d", i), fmt.Sprintf("cus_%d", i%50), storetest.USD(1)+keybrake.Micros(i))
+					r := storetest.NewCharge("key_hot", fmt.Sprintf("idem_%d", i), fmt.Sprintf("cus_%d", i%50), storetest.USD(1))
+					r.DupKey, r.Fingerprint = fmt.Sprintf("dup_%d", i), fmt.Sprintf("fp_%d", i)
 					res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: r, Now: storetest.T0})
 					if err != nil || res.Reservation == nil || res.Replay || res.OverCap != nil || res.Guard != nil {
 						b.Errorf("Reserve: %+v, %v", res, err)
