@@ -23,6 +23,9 @@ func (s *Store) CountRequest(ctx context.Context, args keybrake.RequestArgs) (*k
 		now = time.Now()
 	}
 	now = ts(now)
+	if err := s.checkClock(ctx, now); err != nil {
+		return nil, err
+	}
 	var refusal *keybrake.GuardRefusal
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		refusal = nil
