@@ -219,3 +219,57 @@ func (s *Store) cachedExec(ctx context.Context, tx *sql.Tx, q string, args ...an
 	s.probeMisses.Store(true)
 	return tx.ExecContext(ctx, q, args...)
 }
+
+// readReserve runs qReserveRead for st into dest. When the key's guards
+// are guessed (the guards text the key's last reservation read), the
+// guards' probe joins the same statement, saving one per reservation:
+// st.probe holds it, and guessedGuards drops it if the guess was wrong.
+func (s *Store) readReserve(ctx context.Context, tx *sql.Tx, st *reserveState, in *keybrake.Reservation, now time.Time, dest []any) error {
+	args := []any{in.KeyID, in.IdempotencyKey, st.day, st.month}
+	st.probe = nil
+	guess, ok := s.guardGuess.Load(in.KeyID)
+	if !ok {
+		return s.txQueryRow(ctx, tx, qReserveRead, args...).Scan(dest...)
+	}
+	plan, err := s.planOf(guess.(string))
+	if err != nil || plan == nil {
+		return s.txQueryRow(ctx, tx, qReserveRead, args...).Scan(dest...)
+	}
+	p := newGuardProbe(plan, in, now)
+	if len(p.dest) == 0 {
+		return s.txQueryRow(ctx, tx, qReserveRead, args...).Scan(dest...)
+	}
+	// The probe's ?1 is the key, as the read's; its other parameters are
+	// unnumbered, so they follow the read's ?4.
+	if err := s.runQuery(ctx, tx, reserveReadText(p.text), append(args, p.args[1:]...), append(dest, p.dest...)); err != nil {
+		return err
+	}
+	st.probe, st.probeGuess = p, guess.(string)
+	return nil
+}
+
+// guessedGuards keeps the key's guards text as the next reservation's
+// guess, and drops a probe read under a wrong guess.
+func (s *Store) guessedGuards(st *reserveState, keyID, guards string) {
+	if st.probe != nil && st.probeGuess != guards {
+		st.probe = nil
+	}
+	if guards == "" {
+		s.guardGuess.Delete(keyID)
+		return
+	}
+	if old, ok := s.guardGuess.Load(keyID); !ok || old.(string) != guards {
+		s.guardGuess.Store(keyID, guards)
+	}
+}
+
+// reserveReadTexts caches qReserveRead with a probe, by the probe's shape.
+var reserveReadTexts sync.Map
+
+func reserveReadText(sh probeShape) string {
+	if q, ok := reserveReadTexts.Load(sh); ok {
+		return q.(string)
+	}
+	q, _ := reserveReadTexts.LoadOrStore(sh, qReserveReadList+",\n\t"+strings.Join(probeParts(sh), ",\n\t")+qReserveReadFrom)
+	return q.(string)
+}

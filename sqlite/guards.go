@@ -28,10 +28,13 @@ func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, st *reserveState, i
 		return nil, nil, nil
 	}
 	g := plan.g
-	p := newGuardProbe(plan, in, now)
-	if len(p.dest) > 0 {
-		if err := s.runProbe(ctx, tx, p); err != nil {
-			return nil, nil, wrap(err, "guards of key %s", k.ID)
+	p := st.probe
+	if p == nil {
+		p = newGuardProbe(plan, in, now)
+		if len(p.dest) > 0 {
+			if err := s.runProbe(ctx, tx, p); err != nil {
+				return nil, nil, wrap(err, "guards of key %s", k.ID)
+			}
 		}
 	}
 	if b := g.Breaker; b != nil {
@@ -110,6 +113,12 @@ func probeText(sh probeShape) string {
 	if q, ok := probeTexts.Load(sh); ok {
 		return q.(string)
 	}
+	q, _ := probeTexts.LoadOrStore(sh, "SELECT "+strings.Join(probeParts(sh), ",\n\t"))
+	return q.(string)
+}
+
+// probeParts returns the select list of a probe of shape sh.
+func probeParts(sh probeShape) []string {
 	var parts []string
 	if sh.repeats {
 		parts = append(parts, probeRepeats)
@@ -123,8 +132,7 @@ func probeText(sh probeShape) string {
 	for range sh.limits {
 		parts = append(parts, fmt.Sprintf(probeSum, "n"))
 	}
-	q, _ := probeTexts.LoadOrStore(sh, "SELECT "+strings.Join(parts, ",\n\t"))
-	return q.(string)
+	return parts
 }
 
 func newGuardProbe(plan *guardPlan, in *keybrake.Reservation, now time.Time) *guardProbe {

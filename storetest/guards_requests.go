@@ -15,6 +15,7 @@ import (
 // requests.
 func testGuardRequests(t *testing.T, open opener) {
 	ctx := context.Background()
+	t.Run("GuardsChangedBetweenReservations", func(t *testing.T) { testGuardsChanged(t, open) })
 	perKey := func(limit int) *keybrake.Guards {
 		return &keybrake.Guards{Velocity: []keybrake.VelocityLimit{{Name: "rpm", Per: keybrake.PerKey, Limit: limit, WindowSeconds: 60, Requests: true}}}
 	}
@@ -107,4 +108,36 @@ func testGuardRequests(t *testing.T, open opener) {
 			t.Fatalf("passed %d, refused %d; want exactly 50 and 150", passed.Load(), refused.Load())
 		}
 	})
+}
+
+// testGuardsChanged changes a key's guards between its reservations: a
+// store that reads the guards' windows along with the key, on a guess of
+// its guards, must decide each reservation on the guards it reads.
+func testGuardsChanged(t *testing.T, open opener) {
+	ctx := context.Background()
+	s := open(t)
+	one := &keybrake.Guards{Velocity: []keybrake.VelocityLimit{{Name: "one", Per: keybrake.PerKey, Limit: 1, WindowSeconds: 60}}}
+	MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, one)
+	update := func(g *keybrake.Guards) {
+		t.Helper()
+		if _, err := s.UpdateKey(ctx, "key_a", keybrake.KeyUpdate{Guards: g}, T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(i int, refused bool) {
+		t.Helper()
+		res := reserveGuarded(t, s, NewCharge("key_a", "idem_"+string(rune('a'+i)), "cus_1", USD(int64(i+1))), T0.Add(time.Duration(i)*time.Second))
+		if (res.Guard != nil) != refused {
+			t.Fatalf("reservation %d: %+v, want refused %v", i, res, refused)
+		}
+	}
+	want(0, false)
+	want(1, true)
+	update(&keybrake.Guards{}) // no guards
+	want(2, false)
+	update(&keybrake.Guards{Velocity: []keybrake.VelocityLimit{{Name: "two", Per: keybrake.PerKey, Limit: 2, WindowSeconds: 60}}})
+	// The same scope: only reservation 0 counted (2 was made without
+	// guards), so one more fits.
+	want(3, false)
+	want(4, true)
 }
