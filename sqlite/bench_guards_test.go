@@ -78,7 +78,8 @@ func median(ds []time.Duration) float64 {
 	return float64(ds[len(ds)/2].Nanoseconds()) / 1e3
 }
 
-// BenchmarkReserveSettleGuardsOne runs the charges of one key alone (KB_BENCH_KEY), to count its syscalls.
+// BenchmarkReserveSettleGuardsOne runs the charges of one key alone, guarded when
+// KB_BENCH_GUARDED is set, so that a profile or strace -c of it is one kind of charge.
 func BenchmarkReserveSettleGuardsOne(b *testing.B) {
 	ctx := context.Background()
 	s, _ := MustOpen(b)
