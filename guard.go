@@ -56,6 +56,14 @@ const (
 // empty). A request Stripe refused before processing it (released, not a
 // decline) does not count; a replay is not counted again. Reads are not
 // counted: a limit naming only read operations never refuses.
+//
+// With Requests set the limit counts requests instead: every request on
+// the key of the operations named (reads, unpriced writes and replays
+// included) that passed authentication and the key's policy, counted when
+// it arrives, before it is priced or reserved, whatever happens to it
+// next ("60 requests per minute per key"). Such a limit is decided and
+// counted in a transaction of its own (GuardService.CountRequest), not in
+// the reservation's; per customer it counts the requests that name one.
 type VelocityLimit struct {
 	Name          string   `json:"name"`
 	Per           string   `json:"per"`
@@ -63,7 +71,12 @@ type VelocityLimit struct {
 	Limit         int      `json:"limit"`
 	WindowSeconds int64    `json:"window_seconds"`
 	WindowKind    string   `json:"window_kind,omitempty"` // WindowSliding (default) or WindowFixed
+	Requests      bool     `json:"requests,omitempty"`    // count every request, reads too, not only reservations
 }
+
+// CountsRequests reports whether v counts every request (Requests) rather
+// than reservations.
+func (v VelocityLimit) CountsRequests() bool { return v.Requests }
 
 // Applies reports whether the limit counts operation op.
 func (v VelocityLimit) Applies(op string) bool {
@@ -283,4 +296,73 @@ type GuardService interface {
 	// ResumeKey clears the key's suspension. Returns ENOTFOUND if the key
 	// does not exist.
 	ResumeKey(ctx context.Context, id string, now time.Time) (*Key, error)
+
+	// CountRequest decides and counts a request on the key's velocity
+	// limits that count requests (VelocityLimit.Requests), reading the
+	// key's guards in the same transaction: the first such limit that
+	// applies and is already at its limit refuses (Guard "velocity",
+	// with RetryAt), and nothing is counted; otherwise the request counts
+	// in every such limit that applies. Exact under concurrency and
+	// across replicas. A key without such limits counts nothing and
+	// refuses nothing. Returns ENOTFOUND for an unknown key.
+	CountRequest(ctx context.Context, args RequestArgs) (*GuardRefusal, error)
+}
+
+// RequestArgs is a request counted by GuardService.CountRequest.
+type RequestArgs struct {
+	KeyID     string
+	Operation string
+	Customer  string // what the guards call the request's customer, "" for none
+	Now       time.Time
+}
+
+// RequestLimits returns the key's velocity limits that count requests.
+func (g *Guards) RequestLimits() []VelocityLimit {
+	if g == nil {
+		return nil
+	}
+	var out []VelocityLimit
+	for _, v := range g.Velocity {
+		if v.Requests {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// CountsRequests reports whether any of the key's velocity limits counts
+// requests: only then does a request that reserves nothing (a read) cost
+// a store write.
+func (g *Guards) CountsRequests() bool {
+	if g == nil {
+		return false
+	}
+	for _, v := range g.Velocity {
+		if v.Requests {
+			return true
+		}
+	}
+	return false
+}
+
+// RequestCounters returns, for a request of operation for customer at
+// now, the limits among ls that apply to it (deduplicated by scope and
+// limit) and the counters it counts in (one per distinct scope).
+func RequestCounters(ls []VelocityLimit, operation, customer string, now time.Time) (apply []VelocityLimit, counters []GuardCounter) {
+	seen, probed := map[string]bool{}, map[string]bool{}
+	for _, v := range ls {
+		if !v.Applies(operation) || (v.Per == PerCustomer && customer == "") {
+			continue
+		}
+		c := v.Counter(customer, now)
+		if k := fmt.Sprintf("%s\x00%d", c.Scope, v.Limit); !probed[k] {
+			probed[k] = true
+			apply = append(apply, v)
+		}
+		if !seen[c.Scope] {
+			seen[c.Scope] = true
+			counters = append(counters, c)
+		}
+	}
+	return apply, counters
 }

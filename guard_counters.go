@@ -71,7 +71,11 @@ func (v VelocityLimit) Scope(customer string) string {
 	ops := slices.Clone(v.Operations)
 	slices.Sort(ops)
 	var b strings.Builder
-	b.WriteString("v:")
+	if v.Requests {
+		b.WriteString("q:")
+	} else {
+		b.WriteString("v:")
+	}
 	b.WriteString(v.Kind()[:1])
 	b.WriteString(strconv.FormatInt(v.WindowSeconds, 10))
 	b.WriteString(":")
@@ -168,7 +172,7 @@ func CountersFor(g *Guards, operation, customer string, now time.Time) []GuardCo
 	var cs []GuardCounter
 	seen := map[string]bool{}
 	for _, v := range g.Velocity {
-		if !v.Applies(operation) || (v.Per == PerCustomer && customer == "") {
+		if v.Requests || !v.Applies(operation) || (v.Per == PerCustomer && customer == "") {
 			continue
 		}
 		c := v.Counter(customer, now)
@@ -178,17 +182,22 @@ func CountersFor(g *Guards, operation, customer string, now time.Time) []GuardCo
 		}
 	}
 	if b := g.Breaker; b != nil && b.SpendMultiple > 0 {
-		r, base := spendScopes(b)
-		s := now.Unix()
-		for _, c := range []struct {
-			scope       string
-			window, wid int64
-		}{{r, b.SpendWindowSeconds, bucketWidth(b.SpendWindowSeconds)}, {base, b.BaselineSeconds, bucketWidth(b.BaselineSeconds)}} {
-			bk := floorTo(s, c.wid)
-			cs = append(cs, GuardCounter{Scope: c.scope, Bucket: bk, Expires: bk + c.wid + c.window})
-		}
+		cs = append(cs, SpendCounters(b, now)...)
 	}
 	return cs
+}
+
+// SpendCounters returns the two counters (recent, baseline) a reservation
+// at now counts in for b's spend-rate rule.
+func SpendCounters(b *Breaker, now time.Time) []GuardCounter {
+	r, base := spendScopes(b)
+	s := now.Unix()
+	rw, bw := bucketWidth(b.SpendWindowSeconds), bucketWidth(b.BaselineSeconds)
+	rb, bb := floorTo(s, rw), floorTo(s, bw)
+	return []GuardCounter{
+		{Scope: r, Bucket: rb, Expires: rb + rw + b.SpendWindowSeconds},
+		{Scope: base, Bucket: bb, Expires: bb + bw + b.BaselineSeconds},
+	}
 }
 
 // EncodeCounters is how a reservation records the counters it counts in

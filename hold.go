@@ -32,6 +32,11 @@ type HoldService interface {
 	// key, or nil when none does. The lock is the object's, whichever key
 	// asks: returns ECONFLICT when another owner holds a lock on the same
 	// object, for this key or another, that has not expired at args.Now.
+	// Acting on a held object can move money (confirm, capture), so the
+	// key is read in the same transaction: returns EFORBIDDEN for a
+	// suspended key and EUNAUTHORIZED for a revoked or expired one (as
+	// Key.Usable), whatever a replica's key cache still says, and
+	// ENOTFOUND for an unknown key.
 	LockObject(ctx context.Context, args LockArgs) (*Reservation, error)
 
 	// UnlockObject releases owner's lock of the key's object. A lock that

@@ -82,11 +82,15 @@ type compiledRule struct {
 }
 
 // compiledRules caches compiled rule sets by their JSON, shared by every
-// key with the same rules; bounded like the key cache.
+// key with the same rules, and by the key version's guards (the key
+// cache's *keybrake.Key is one version of a key: a change evicts it), so a
+// request on a cached key neither compiles nor encodes its rules. Both
+// are bounded like the key cache.
 var compiledRules = struct {
 	sync.Mutex
-	m map[string][]compiledRule
-}{m: map[string][]compiledRule{}}
+	m     map[string][]compiledRule
+	byPtr map[*keybrake.Guards][]compiledRule
+}{m: map[string][]compiledRule{}, byPtr: map[*keybrake.Guards][]compiledRule{}}
 
 // CompileRules compiles and type-checks rules. Returns EINVALID naming the
 // first bad rule (guards.rules[i].expr) with CEL's message, which gives
@@ -127,22 +131,28 @@ func countNodes(e ast.Expr) int {
 
 // rulesOf returns the key's compiled rules, compiling once per rule set.
 func rulesOf(g *keybrake.Guards) ([]compiledRule, error) {
-	b, _ := json.Marshal(g.Rules)
 	compiledRules.Lock()
-	rs, ok := compiledRules.m[string(b)]
+	rs, ok := compiledRules.byPtr[g]
 	compiledRules.Unlock()
 	if ok {
 		return rs, nil
 	}
-	rs, err := CompileRules(g.Rules)
-	if err != nil {
-		return nil, err
+	b, _ := json.Marshal(g.Rules)
+	compiledRules.Lock()
+	rs, ok = compiledRules.m[string(b)]
+	compiledRules.Unlock()
+	if !ok {
+		var err error
+		if rs, err = CompileRules(g.Rules); err != nil {
+			return nil, err
+		}
 	}
 	compiledRules.Lock()
-	if len(compiledRules.m) >= keyCacheSize {
-		compiledRules.m = map[string][]compiledRule{}
+	if len(compiledRules.m) >= keyCacheSize || len(compiledRules.byPtr) >= keyCacheSize {
+		compiledRules.m, compiledRules.byPtr = map[string][]compiledRule{}, map[*keybrake.Guards][]compiledRule{}
 	}
 	compiledRules.m[string(b)] = rs
+	compiledRules.byPtr[g] = rs
 	compiledRules.Unlock()
 	return rs, nil
 }

@@ -29,12 +29,7 @@ func guardInputs(r *http.Request, c *call, rsv *keybrake.Reservation) {
 	if g.IsZero() || form == nil {
 		return
 	}
-	for _, p := range guardSubjects {
-		if v, ok := form.Get(p); ok && v != "" {
-			rsv.Customer = v
-			break
-		}
-	}
+	rsv.Customer = guardCustomer(form)
 	if d := g.Duplicate; d != nil {
 		rsv.DupKey = keybrake.GuardKey(rsv.Customer, rsv.Currency, rsv.Amount, d.MatchMetadata, form.Map("metadata"))
 		if why := strings.TrimSpace(r.Header.Get(keybrake.OverrideHeader)); why != "" {
@@ -44,6 +39,20 @@ func guardInputs(r *http.Request, c *call, rsv *keybrake.Reservation) {
 			}
 		}
 	}
+}
+
+// guardCustomer is the request's customer for the guards: the first of
+// guardSubjects it names, "" for none.
+func guardCustomer(form Params) string {
+	if form == nil {
+		return ""
+	}
+	for _, p := range guardSubjects {
+		if v, ok := form.Get(p); ok && v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // guardRefused writes the refusal of a reservation by a guard, in the

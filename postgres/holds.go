@@ -25,6 +25,9 @@ func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybra
 	// so no two keys both see it free.
 	var rsvID string
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := keyUsableTx(ctx, tx, args.KeyID, ts(args.Now)); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, args.ObjectID); err != nil {
 			return err
 		}

@@ -91,6 +91,12 @@ type Store struct {
 	// Now fills in creation times the caller left zero (CreateKey,
 	// AddEvent). It defaults to time.Now.
 	Now func() time.Time
+
+	// MaxClockSkew, when positive, is how far the time a reservation or
+	// request is decided at may be from the database's clock before this
+	// replica refuses it (guard_clock.go). Zero does not check.
+	MaxClockSkew time.Duration
+	clock        dbClock
 }
 
 var _ keybrake.Store = (*Store)(nil)

@@ -34,6 +34,9 @@ func (s *Store) Rearm(ctx context.Context, args keybrake.ReserveArgs) (keybrake.
 		now = time.Now()
 	}
 	now = ts(now)
+	if err := s.checkClock(ctx, now); err != nil { // guard_clock.go
+		return keybrake.ReserveResult{}, err
+	}
 	var res keybrake.ReserveResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error

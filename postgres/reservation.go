@@ -44,6 +44,9 @@ func (s *Store) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrak
 	if in.IdempotencyKey == "" {
 		return keybrake.ReserveResult{}, keybrake.ErrorParam("idempotency_key", "A reservation needs an Idempotency-Key.")
 	}
+	if err := s.checkClock(ctx, args.Now); err != nil { // guard_clock.go
+		return keybrake.ReserveResult{}, err
+	}
 	res, err := s.reserve(ctx, in, args.Now)
 	if err != nil {
 		return keybrake.ReserveResult{}, s.wrap(fmt.Sprintf("reserve on %s", in.KeyID), err)

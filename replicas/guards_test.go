@@ -82,6 +82,39 @@ func TestGuardsAcrossReplicas(t *testing.T) {
 		}
 	})
 
+	// A limit counting requests counts reads, exactly, across replicas.
+	t.Run("VelocityCountsReads", func(t *testing.T) {
+		_, secret := MustCreateKey(t, rs[0].URL(), `{"label":"velocity reads","total_usd_cap":100000,
+			"guards":{"velocity":[{"name":"eleven_an_hour","per":"key","limit":11,"window_seconds":3600,"requests":true}]}}`)
+		var (
+			mu     sync.Mutex
+			counts = map[int]int{}
+			wg     sync.WaitGroup
+		)
+		start := make(chan struct{})
+		for i := range 200 {
+			wg.Go(func() {
+				<-start
+				req, _ := http.NewRequest("GET", rs[i%4].URL()+"/v1/charges?limit=1", nil)
+				req.Header.Set("Authorization", "Bearer "+secret)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Errorf("read %d: %v", i, err)
+					return
+				}
+				resp.Body.Close()
+				mu.Lock()
+				counts[resp.StatusCode]++
+				mu.Unlock()
+			})
+		}
+		close(start)
+		wg.Wait()
+		if counts[http.StatusOK] != 11 || counts[http.StatusTooManyRequests] != 189 {
+			t.Fatalf("answers by status %v; want 11 200 and 189 429", counts)
+		}
+	})
+
 	t.Run("BreakerSuspendsEverywhere", func(t *testing.T) {
 		keyID, secret := MustCreateKey(t, rs[0].URL(), `{"label":"breaker","total_usd_cap":100000,
 			"guards":{"breaker":{"repeat_body":3,"repeat_window_seconds":600}}}`)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -15,26 +16,30 @@ import (
 var _ keybrake.GuardService = (*Store)(nil)
 
 // checkGuards decides, inside the reservation's transaction tx, the guards
-// of key k on reservation in: the breaker's repeat and spend-rate rules
-// (which suspend the key, in tx), the duplicate guard, then the velocity
-// limits. Everything they read is read by one statement (guardProbe). It
-// returns the first refusal, or nil to reserve and the counters the
-// reservation counts in (keybrake.EncodeCounters), which the insert
-// records and the trigger reservations_guard_insert adds it to.
-func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, k *keybrake.Key, in *keybrake.Reservation, now time.Time) (*keybrake.GuardRefusal, string, error) {
-	g := k.Guards
-	if g.IsZero() {
-		return nil, "", nil
+// of the key read in st on reservation in: the breaker's repeat and
+// spend-rate rules (which suspend the key, in tx), the duplicate guard,
+// then the velocity limits. Everything they read is read by one statement
+// (guardProbe). It returns the first refusal, or nil to reserve and the
+// counters the reservation counts in, which insertReservation records and
+// adds it to.
+func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, st *reserveState, in *keybrake.Reservation, now time.Time) (*keybrake.GuardRefusal, []keybrake.GuardCounter, error) {
+	k, plan := &st.key, st.plan
+	if plan == nil || plan.g.IsZero() {
+		return nil, nil, nil
 	}
-	p := newGuardProbe(g, in, now)
-	if p.q.Len() > 0 {
-		if err := s.runProbe(ctx, tx, p); err != nil {
-			return nil, "", wrap(err, "guards of key %s", k.ID)
+	g := plan.g
+	p := st.probe
+	if p == nil {
+		p = newGuardProbe(plan, in, now)
+		if len(p.dest) > 0 {
+			if err := s.runProbe(ctx, tx, p); err != nil {
+				return nil, nil, wrap(err, "guards of key %s", k.ID)
+			}
 		}
 	}
 	if b := g.Breaker; b != nil {
 		if rule, reason := breakerTrips(b, in, p); rule != "" {
-			return &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: rule, Suspended: true}, "", s.suspendIn(ctx, tx, k.ID, reason, now)
+			return &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: rule, Suspended: true}, nil, s.suspendIn(ctx, tx, k.ID, reason, now)
 		}
 	}
 	if p.dupID.Valid {
@@ -43,40 +48,45 @@ func (s *Store) checkGuards(ctx context.Context, tx *sql.Tx, k *keybrake.Key, in
 			at  int64
 		)
 		if err := tx.QueryRowContext(ctx, `SELECT object_id, created_at FROM reservations WHERE id = ?`, p.dupID.String).Scan(&obj, &at); err != nil {
-			return nil, "", wrap(err, "duplicate guard on key %s", k.ID)
+			return nil, nil, wrap(err, "duplicate guard on key %s", k.ID)
 		}
-		return &keybrake.GuardRefusal{Guard: keybrake.GuardDuplicate, EarlierID: p.dupID.String, EarlierObjectID: obj, EarlierAt: fromMicros(at)}, "", nil
+		return &keybrake.GuardRefusal{Guard: keybrake.GuardDuplicate, EarlierID: p.dupID.String, EarlierObjectID: obj, EarlierAt: fromMicros(at)}, nil, nil
 	}
-	for i, v := range p.limits {
+	for i, l := range p.limits {
+		v := l.v
 		if p.counts[i] < int64(v.Limit) {
 			continue
 		}
-		scope, since := v.Scope(in.Customer), v.Since(now)
-		buckets, err := s.counters(ctx, tx, k.ID, scope, since)
+		buckets, err := s.counters(ctx, tx, k.ID, l.scopeFor(in.Customer), v.Since(now))
 		if err != nil {
-			return nil, "", wrap(err, "velocity %s on key %s", v.Name, k.ID)
+			return nil, nil, wrap(err, "velocity %s on key %s", v.Name, k.ID)
 		}
 		return &keybrake.GuardRefusal{Guard: keybrake.GuardVelocity, Rule: v.Name, Limit: v.Limit, Count: int(p.counts[i]),
-			RetryAt: v.RetryAt(buckets)}, "", nil
+			RetryAt: v.RetryAt(buckets)}, nil, nil
 	}
-	return nil, keybrake.EncodeCounters(keybrake.CountersFor(g, in.Operation, in.Customer, now)), nil
+	return nil, plan.countersFor(in.Operation, in.Customer, now), nil
 }
 
 // guardProbe is the one statement that reads what a key's guards decide a
 // reservation on, built for the guards that apply to it, and its results.
 // Its text depends only on which parts are present and how many limits
-// apply, so the stores' prepared statements stay few.
+// apply (probeText), so the prepared statements stay few.
 type guardProbe struct {
-	q    strings.Builder
 	args []any
 	dest []any
+	text probeShape
 
-	repeats        int64
-	recent, base   int64
-	dupID          sql.NullString
-	limits         []keybrake.VelocityLimit
-	counts         []int64
-	hasSpend, hasR bool
+	repeats      int64
+	recent, base int64
+	dupID        sql.NullString
+	limits       []*planLimit
+	counts       []int64
+}
+
+// probeShape is what a probe's text depends on.
+type probeShape struct {
+	repeats, spend, dup bool
+	limits              int
 }
 
 // The probe's parts; ?1 is the key.
@@ -95,49 +105,69 @@ const (
 		ORDER BY created_at DESC LIMIT 1)`
 )
 
-func newGuardProbe(g *keybrake.Guards, in *keybrake.Reservation, now time.Time) *guardProbe {
-	p := &guardProbe{args: []any{in.KeyID}}
-	add := func(part string, dest any, args ...any) {
-		if p.q.Len() == 0 {
-			p.q.WriteString("SELECT ")
-		} else {
-			p.q.WriteString(",\n\t")
-		}
-		p.q.WriteString(part)
-		p.args = append(p.args, args...)
-		p.dest = append(p.dest, dest)
+// probeTexts caches the probe's text by shape.
+var probeTexts sync.Map
+
+// probeText returns the text of a probe of shape sh.
+func probeText(sh probeShape) string {
+	if q, ok := probeTexts.Load(sh); ok {
+		return q.(string)
 	}
+	q, _ := probeTexts.LoadOrStore(sh, "SELECT "+strings.Join(probeParts(sh), ",\n\t"))
+	return q.(string)
+}
+
+// probeParts returns the select list of a probe of shape sh.
+func probeParts(sh probeShape) []string {
+	var parts []string
+	if sh.repeats {
+		parts = append(parts, probeRepeats)
+	}
+	if sh.spend {
+		parts = append(parts, fmt.Sprintf(probeSum, "micros"), fmt.Sprintf(probeSum, "micros"))
+	}
+	if sh.dup {
+		parts = append(parts, probeDuplicate)
+	}
+	for range sh.limits {
+		parts = append(parts, fmt.Sprintf(probeSum, "n"))
+	}
+	return parts
+}
+
+func newGuardProbe(plan *guardPlan, in *keybrake.Reservation, now time.Time) *guardProbe {
+	g := plan.g
+	p := &guardProbe{args: make([]any, 1, 16), dest: make([]any, 0, 8)}
+	p.args[0] = in.KeyID
 	if b := g.Breaker; b != nil {
 		if b.RepeatBody > 0 && in.Fingerprint != "" {
 			since := now.Add(-keybrake.Window(b.RepeatWindowSeconds)).UnixMicro()
-			p.hasR = true
-			add(probeRepeats, &p.repeats, in.Fingerprint, since, b.RepeatBody, in.Fingerprint, since, b.RepeatBody)
+			p.text.repeats = true
+			p.args = append(p.args, in.Fingerprint, since, b.RepeatBody, in.Fingerprint, since, b.RepeatBody)
+			p.dest = append(p.dest, &p.repeats)
 		}
 		if b.SpendMultiple > 0 {
 			sp := b.Probe(now)
-			p.hasSpend = true
-			add(fmt.Sprintf(probeSum, "micros"), &p.recent, sp.Recent, sp.RecentSince)
-			add(fmt.Sprintf(probeSum, "micros"), &p.base, sp.Base, sp.BaseSince)
+			p.text.spend = true
+			p.args = append(p.args, sp.Recent, sp.RecentSince, sp.Base, sp.BaseSince)
+			p.dest = append(p.dest, &p.recent, &p.base)
 		}
 	}
 	if d := g.Duplicate; d != nil && in.DupKey != "" && !(in.Override && d.AllowOverride) {
-		add(probeDuplicate, &p.dupID, in.DupKey, now.Add(-keybrake.Window(d.WindowSeconds)).UnixMicro())
+		p.text.dup = true
+		p.args = append(p.args, in.DupKey, now.Add(-keybrake.Window(d.WindowSeconds)).UnixMicro())
+		p.dest = append(p.dest, &p.dupID)
 	}
-	seen := map[string]bool{}
-	for _, v := range g.Velocity {
-		if !v.Applies(in.Operation) || (v.Per == keybrake.PerCustomer && in.Customer == "") {
-			continue
+	for i := range plan.limits {
+		if l := &plan.limits[i]; l.applies(in.Operation, in.Customer) {
+			p.limits = append(p.limits, l)
 		}
-		scope := v.Scope(in.Customer)
-		if seen[scope+"\x00"+fmt.Sprint(v.Limit)] {
-			continue
-		}
-		seen[scope+"\x00"+fmt.Sprint(v.Limit)] = true
-		p.limits = append(p.limits, v)
 	}
 	p.counts = make([]int64, len(p.limits))
-	for i, v := range p.limits {
-		add(fmt.Sprintf(probeSum, "n"), &p.counts[i], v.Scope(in.Customer), v.Since(now))
+	p.text.limits = len(p.limits)
+	for i, l := range p.limits {
+		p.args = append(p.args, l.scopeFor(in.Customer), l.v.Since(now))
+		p.dest = append(p.dest, &p.counts[i])
 	}
 	return p
 }
@@ -147,7 +177,7 @@ func newGuardProbe(g *keybrake.Guards, in *keybrake.Reservation, now time.Time) 
 // transaction (prepareProbes): preparing needs the writer's only
 // connection, which tx holds.
 func (s *Store) runProbe(ctx context.Context, tx *sql.Tx, p *guardProbe) error {
-	q := p.q.String()
+	q := probeText(p.text)
 	if st, ok := s.probes.Load(q); ok && st != nil {
 		return tx.StmtContext(ctx, st.(*sql.Stmt)).QueryRowContext(ctx, p.args...).Scan(p.dest...)
 	}
@@ -196,10 +226,10 @@ func (s *Store) counters(ctx context.Context, tx *sql.Tx, keyID, scope string, s
 // breakerTrips returns the breaker rule that reservation in would trip,
 // given what p read, and the suspension's reason, or "" when none does.
 func breakerTrips(b *keybrake.Breaker, in *keybrake.Reservation, p *guardProbe) (rule, reason string) {
-	if p.hasR && int(p.repeats)+1 >= b.RepeatBody {
+	if p.text.repeats && int(p.repeats)+1 >= b.RepeatBody {
 		return keybrake.BreakerRepeat, fmt.Sprintf("breaker %s: the same %s request %d times within %ds under different Idempotency-Keys", keybrake.BreakerRepeat, in.Operation, p.repeats+1, b.RepeatWindowSeconds)
 	}
-	if p.hasSpend {
+	if p.text.spend {
 		recent := p.recent + int64(in.Micros)
 		if SpendRateTrips(recent, p.base-p.recent, b) {
 			return keybrake.BreakerSpendRate, fmt.Sprintf("breaker %s: $%s reserved in %ds, over %d times the key's rate in the %ds before",
@@ -395,16 +425,21 @@ func truncate(s string, n int) string {
 var qInsertCounted = `INSERT INTO reservations (` + resColumns + `, counted)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// insertReservation inserts r in tx, counted in the guard counters named
-// by counted ("" for none), and now and then drops expired counters.
-func (s *Store) insertReservation(ctx context.Context, tx *sql.Tx, r *keybrake.Reservation, counted string) (sql.Result, error) {
-	if counted == "" {
+// insertReservation inserts r in tx, counted in the guard counters cs
+// (recorded on the row for a later release or re-arm, and added to in one
+// statement), and now and then drops expired counters.
+func (s *Store) insertReservation(ctx context.Context, tx *sql.Tx, r *keybrake.Reservation, cs []keybrake.GuardCounter) (sql.Result, error) {
+	if len(cs) == 0 {
 		return s.txExec(ctx, tx, qInsertReservation, reservationArgs(r)...)
 	}
 	if err := s.pruneCounters(ctx, tx, r.CreatedAt); err != nil {
 		return nil, err
 	}
-	return s.txExec(ctx, tx, qInsertCounted, append(reservationArgs(r), counted)...)
+	res, err := s.txExec(ctx, tx, qInsertCounted, append(reservationArgs(r), encodeCounters(cs))...)
+	if err != nil {
+		return nil, err
+	}
+	return res, s.addCounters(ctx, tx, r.KeyID, int64(r.Micros), cs)
 }
 
 // pruneCounters deletes, at most once a minute, the guard counters no

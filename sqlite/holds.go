@@ -21,6 +21,9 @@ func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybra
 	now, until := dbTime(args.Now), dbTime(args.Until)
 	var out *keybrake.Reservation
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		if err := keyUsableIn(ctx, tx, args.KeyID, now); err != nil {
+			return err
+		}
 		var (
 			rsvID, owner string
 			lockUntil    sql.NullInt64

@@ -49,7 +49,7 @@ func (s *Store) rearm(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation,
 	// velocity limits decide it as a new reservation, and it counts in
 	// the counters of now (the trigger takes it out of none: released,
 	// it counted in none).
-	g, counted, err := s.checkGuards(ctx, tx, &st.key, in, now)
+	g, cs, err := s.checkGuards(ctx, tx, st, in, now)
 	if err != nil || g != nil {
 		return keybrake.ReserveResult{Guard: g}, err
 	}
@@ -63,7 +63,7 @@ func (s *Store) rearm(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation,
 	}
 	q := in.Request
 	out, err := scanReservation(tx.QueryRowContext(ctx, qRearm, id, int64(in.Micros), in.Fingerprint, in.Operation, in.Amount, in.Currency,
-		q.Method, q.Path, q.Body, q.StripeAccount, q.StripeVersion, now.UnixMicro(), counted, countKind(in), max(in.Count, 0)))
+		q.Method, q.Path, q.Body, q.StripeAccount, q.StripeVersion, now.UnixMicro(), encodeCounters(cs), countKind(in), max(in.Count, 0)))
 	if err != nil {
 		return keybrake.ReserveResult{}, wrap(err, "rearm %s", id)
 	}

@@ -25,13 +25,7 @@ var (
 	// the key's policy, an earlier reservation under the same
 	// Idempotency-Key, and the counters of the day and month buckets
 	// (computed by the caller in the key's zone).
-	qReserveRead = `SELECT k.secret_prefix, k.timezone, k.cap_per_request, k.cap_daily, k.cap_monthly, k.cap_total,
-		k.expires_at, k.revoked_at, k.guards, k.suspended_at, k.suspended_reason,
-		(SELECT r.id FROM reservations r WHERE r.key_id = ?1 AND r.idempotency_key = ?2),
-		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'daily' AND bucket = ?3), 0),
-		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'monthly' AND bucket = ?4), 0),
-		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'total' AND bucket = ''), 0)
-		FROM keys k WHERE k.id = ?1`
+	qReserveRead       = qReserveReadList + qReserveReadFrom
 	qReservationByID   = `SELECT ` + resColumns + ` FROM reservations WHERE id = ?`
 	qSpend             = spendQuery
 	qInsertReservation = `INSERT INTO reservations (` + resColumns + `)
@@ -54,6 +48,19 @@ var (
 		updated_at = ?8
 		WHERE id = ?1 AND state IN ('reserved', 'uncertain', 'held')
 		RETURNING ` + resColumns
+)
+
+// qReserveRead's select list and the rest, apart so that a guarded key's
+// probe can join the list (guard_plan.go).
+const (
+	qReserveReadList = `SELECT k.secret_prefix, k.timezone, k.cap_per_request, k.cap_daily, k.cap_monthly, k.cap_total,
+		k.expires_at, k.revoked_at, k.guards, k.suspended_at, k.suspended_reason,
+		(SELECT r.id FROM reservations r WHERE r.key_id = ?1 AND r.idempotency_key = ?2),
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'daily' AND bucket = ?3), 0),
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'monthly' AND bucket = ?4), 0),
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'total' AND bucket = ''), 0)`
+	qReserveReadFrom = `
+		FROM keys k WHERE k.id = ?1`
 )
 
 // Reserve checks every cap of the key against its counters and records the
@@ -141,7 +148,7 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservatio
 	if oc, err := s.checkCount(ctx, tx, in, st.day, st.month, now, st.loc); err != nil || oc != nil {
 		return keybrake.ReserveResult{OverCount: oc}, err
 	}
-	g, counted, err := s.checkGuards(ctx, tx, &st.key, in, now)
+	g, counted, err := s.checkGuards(ctx, tx, st, in, now)
 	if err != nil || g != nil {
 		return keybrake.ReserveResult{Guard: g}, err
 	}
@@ -192,6 +199,9 @@ func (s *Store) usableState(ctx context.Context, tx *sql.Tx, in *keybrake.Reserv
 // reserveState is what Reserve reads before deciding.
 type reserveState struct {
 	key        keybrake.Key
+	plan       *guardPlan  // the key's guards, decoded once per guards text
+	probe      *guardProbe // the guards' probe, read with the key when its guards were guessed right
+	probeGuess string      // the guards text probe was built for
 	loc        *time.Location
 	day, month string
 	replayID   sql.NullString
@@ -214,10 +224,10 @@ func (s *Store) readForReserve(ctx context.Context, tx *sql.Tx, in *keybrake.Res
 	}
 	st.day, st.month = keybrake.Buckets(now, st.loc)
 	k := &st.key
-	err = s.txQueryRow(ctx, tx, qReserveRead, in.KeyID, in.IdempotencyKey, st.day, st.month).Scan(
+	err = s.readReserve(ctx, tx, &st, in, now, []any{ // guard_plan.go: the guards' probe rides along
 		&k.SecretPrefix, &k.Timezone, &caps[0], &caps[1], &caps[2], &caps[3], &expires, &revoked,
 		&guards, &suspended, &k.SuspendedReason,
-		&st.replayID, &st.spent.Day, &st.spent.Month, &st.spent.Total)
+		&st.replayID, &st.spent.Day, &st.spent.Month, &st.spent.Total})
 	if err != nil {
 		return nil, wrapKeyErr(err, "reserve on key %s", in.KeyID)
 	}
@@ -229,8 +239,12 @@ func (s *Store) readForReserve(ctx context.Context, tx *sql.Tx, in *keybrake.Res
 		}
 	}
 	k.ExpiresAt, k.RevokedAt, k.SuspendedAt = timePtr(expires), timePtr(revoked), timePtr(suspended)
-	if k.Guards, err = decodeGuards(guards); err != nil {
+	if st.plan, err = s.planOf(guards); err != nil {
 		return nil, wrap(err, "reserve on key %s: decode guards", in.KeyID)
+	}
+	s.guessedGuards(&st, in.KeyID, guards)
+	if st.plan != nil {
+		k.Guards = st.plan.g
 	}
 	return &st, nil
 }

@@ -53,6 +53,8 @@ type Store struct {
 	zones       sync.Map     // key ID -> timezone seen by the last Reserve; only a hint
 	probes      sync.Map     // guard probe text -> *sql.Stmt on the writer, nil until prepared (guards.go)
 	probeMisses atomic.Bool  // a probe ran unprepared
+	plans       planCache    // guards column -> decoded guards and their plan (guard_plan.go)
+	guardGuess  sync.Map     // key ID -> guards text read by its last reservation; only a hint (guard_plan.go)
 	nextPrune   atomic.Int64 // Unix second of the next guard counter prune
 
 	path string // the database file, naming the watchers of its keys

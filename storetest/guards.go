@@ -408,6 +408,9 @@ func testGuards(t *testing.T, open opener) {
 			}
 		}
 	})
+
+	t.Run("HeldObject", func(t *testing.T) { testGuardHeld(t, open) })
+	t.Run("Requests", func(t *testing.T) { testGuardRequests(t, open) })
 }
 
 // run200 runs fn(i) for i in [0, 200) at once and fails on any error.

@@ -240,6 +240,9 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	if m.Store, err = openStore(ctx, m.Config.DB); err != nil {
 		return err
 	}
+	if pg, ok := m.Store.(*postgres.Store); ok && m.Now == nil {
+		pg.MaxClockSkew = postgres.DefaultMaxClockSkew // a replica whose clock is off refuses to reserve (docs/guards.md)
+	}
 	s := khttp.NewServer()
 	s.Addr = m.Config.Addr
 	s.Store = m.Store

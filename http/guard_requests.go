@@ -1,0 +1,30 @@
+package http
+
+import (
+	"net/http"
+
+	"github.com/keybrake/keybrake"
+)
+
+// countRequest is the request path's step for the key's velocity limits
+// that count every request, reads included (VelocityLimit.Requests): the
+// store decides and counts the request in a transaction of its own. A key
+// without such limits pays nothing here: the check is in memory, on the
+// cached key. It writes the refusal (a 429 with Retry-After, as for any
+// velocity limit) and returns false when the request must not be
+// forwarded; a store failure refuses too (fail closed).
+func (p *proxy) countRequest(w http.ResponseWriter, r *http.Request, c *call) bool {
+	if !c.key.Guards.CountsRequests() {
+		return true
+	}
+	g, err := p.s.Store.CountRequest(r.Context(), keybrake.RequestArgs{KeyID: c.key.ID, Operation: c.req.Label, Customer: guardCustomer(c.req.Params), Now: p.s.Now()})
+	if err != nil {
+		p.deny(w, r, c, c.storeError(err), nil)
+		return false
+	}
+	if g != nil {
+		p.guardRefused(w, r, c, g)
+		return false
+	}
+	return true
+}
