@@ -38,7 +38,9 @@ func statOf(vs []float64) Stat {
 }
 
 // String formats the stat as "median (min–max)".
-func (s Stat) String() string { return fmt.Sprintf("%s (%s–%s)", num(s.Median), num(s.Min), num(s.Max)) }
+func (s Stat) String() string {
+	return fmt.Sprintf("%s (%s–%s)", num(s.Median), num(s.Min), num(s.Max))
+}
 
 func num(v float64) string {
 	if v != 0 && v < 10 && v > -10 {

@@ -61,7 +61,11 @@ func (b *bench) startBroker(ctx context.Context, transport string) (*benchBroker
 	if err != nil {
 		return nil, err
 	}
-	c, err := startChild(ctx, "broker "+transport, []string{"broker", "--transport", transport, "--addr", addr, "--data", filepath.Join(b.dir, transport)}, nil, "tcp:"+addr)
+	data := filepath.Join(b.dir, transport)
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, err
+	}
+	c, err := startChild(ctx, "broker "+transport, []string{"broker", "--transport", transport, "--addr", addr, "--data", data}, nil, "tcp:"+addr)
 	if err != nil {
 		return nil, err
 	}
@@ -140,19 +144,34 @@ func benchEvents(topic string, n int) [][]byte {
 }
 
 // counter counts a phase's finished events and closes done at the last.
+// A phase is timed from its first message to its last, so connecting and
+// the broker's first delivery are left out for every consumer alike.
 type counter struct {
-	want     int64
-	n, errs  atomic.Int64
-	firstErr atomic.Value
-	done     chan struct{}
+	want        int64
+	n, errs     atomic.Int64
+	first, last atomic.Int64 // UnixNano
+	firstErr    atomic.Value
+	done        chan struct{}
 }
 
 func newCounter(want int) *counter { return &counter{want: int64(want), done: make(chan struct{})} }
 
+// begin marks a message's arrival.
+func (c *counter) begin() { c.first.CompareAndSwap(0, time.Now().UnixNano()) }
+
 func (c *counter) ok() {
 	if c.n.Add(1) == c.want {
+		c.last.Store(time.Now().UnixNano())
 		close(c.done)
 	}
+}
+
+// elapsed is the time from the first message to the last.
+func (c *counter) elapsed() time.Duration {
+	if c.first.Load() == 0 || c.last.Load() == 0 {
+		return 0
+	}
+	return time.Duration(c.last.Load() - c.first.Load())
 }
 
 func (c *counter) fail(err string) {
@@ -167,6 +186,7 @@ type countingHandler struct {
 }
 
 func (h countingHandler) Process(ctx context.Context, body []byte) billing.Result {
+	h.c.begin()
 	res := h.h.Process(ctx, body)
 	if res.Action == billing.ActionAck {
 		h.c.ok()
@@ -229,9 +249,11 @@ func (b *bench) workerPhase(ctx context.Context, br *benchBroker, proc *billing.
 	}
 	elapsed := time.Since(start)
 	cerr := stop.Close()
-	s.Done, s.Errors, s.Seconds = int(cnt.n.Load()), int(cnt.errs.Load()), elapsed.Seconds()
+	s.Done, s.Errors, s.Seconds = int(cnt.n.Load()), int(cnt.errs.Load()), cnt.elapsed().Seconds()
 	s.FirstErr, _ = cnt.firstErr.Load().(string)
-	s.PerSecond = float64(s.Done) / s.Seconds
+	if s.Seconds > 0 {
+		s.PerSecond = float64(s.Done) / s.Seconds
+	}
 	if s.Done < len(events) {
 		return s, fmt.Errorf("%d of %d events done after %s (%d errors, first: %s)", s.Done, len(events), elapsed.Round(time.Millisecond), s.Errors, s.FirstErr)
 	}
@@ -301,7 +323,9 @@ func consumeWorker(ctx context.Context, br *benchBroker, stream, topic string, n
 }
 
 // consumeRawNSQ is a plain go-nsq consumer: n concurrent handlers, n in
-// flight, FIN when the handler returns nil.
+// flight, FIN when the handler returns nil. Its configuration is go-nsq's
+// default, as the billing worker's is: nsqd's 250 ms output buffer timeout
+// (one flush wait at a phase's start) is in every nsq phase alike.
 func consumeRawNSQ(br *benchBroker, topic string, n int, cnt *counter, handle func(context.Context, []byte) error) (io.Closer, error) {
 	cfg := gonsq.NewConfig()
 	cfg.MaxInFlight = n
@@ -311,6 +335,7 @@ func consumeRawNSQ(br *benchBroker, topic string, n int, cnt *counter, handle fu
 	}
 	c.SetLogger(nil, gonsq.LogLevelError)
 	c.AddConcurrentHandlers(gonsq.HandlerFunc(func(m *gonsq.Message) error {
+		cnt.begin()
 		if err := handle(context.Background(), m.Body); err != nil {
 			cnt.fail(err.Error())
 			return err
@@ -345,17 +370,25 @@ func consumeRawJetStream(ctx context.Context, br *benchBroker, stream string, n 
 		nc.Close()
 		return nil, err
 	}
-	msgs, quit := make(chan jsapi.Msg), make(chan struct{})
-	cc, err := cons.Consume(func(m jsapi.Msg) {
-		select {
-		case msgs <- m:
-		case <-quit:
-		}
-	}, jsapi.PullMaxMessages(max(n, 16)))
+	it, err := cons.Messages(jsapi.PullMaxMessages(max(n, 16)))
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
+	msgs, quit := make(chan jsapi.Msg), make(chan struct{})
+	go func() {
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return // stopped
+			}
+			select {
+			case msgs <- m:
+			case <-quit:
+				return
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
@@ -366,6 +399,7 @@ func consumeRawJetStream(ctx context.Context, br *benchBroker, stream string, n 
 				case <-quit:
 					return
 				case m := <-msgs:
+					cnt.begin()
 					if err := handle(ctx, m.Data()); err != nil {
 						cnt.fail(err.Error())
 						_ = m.Nak()
@@ -381,7 +415,7 @@ func consumeRawJetStream(ctx context.Context, br *benchBroker, stream string, n 
 		}()
 	}
 	return closerFunc(func() error {
-		cc.Stop()
+		it.Stop()
 		close(quit)
 		wg.Wait()
 		nc.Close()
