@@ -410,8 +410,10 @@ func (r *BenchReport) print(w io.Writer) {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintln(w, "\nbare proxy: httputil.ReverseProxy with no logic in front of the simulator, the floor of any Go proxy on this machine")
-	if r.HotKeySettled != "" {
+	if len(r.Summary) > 0 {
+		fmt.Fprintln(w, "\nbare proxy: httputil.ReverseProxy with no logic in front of the simulator, the floor of any Go proxy on this machine")
+	}
+	if r.HotKeySettled != "" && len(r.Summary) > 0 {
 		fmt.Fprintf(w, "hot key: $%s settled for $%s of charges answered 200\n", r.HotKeySettled, r.HotKeyCharged)
 	}
 	if c := r.CapCheck; c != nil {
