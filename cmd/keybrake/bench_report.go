@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
 	"sort"
@@ -118,12 +119,33 @@ type BenchReport struct {
 	Error         string          `json:"error,omitempty"` // why the run stopped early
 }
 
+// redactCommand joins the command line with the password of every DSN
+// replaced by xxxxx, so a report can be shared.
+func redactCommand(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		flag, val, ok := strings.Cut(a, "=")
+		if !ok {
+			flag, val = "", a
+		}
+		if u, err := url.Parse(val); err == nil && isPostgres(val) && u.User != nil {
+			if flag != "" {
+				out[i] = flag + "=" + u.Redacted()
+			} else {
+				out[i] = u.Redacted()
+			}
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 func keybrakeUSD(n int) keybrake.Micros { return keybrake.Micros(n) * keybrake.MicrosPerUSD }
 
 // runBenchReport starts the parts, runs every selected measurement and
 // returns the report, partial if one failed (with the error).
 func runBenchReport(ctx context.Context, c benchConfig, env Env) (*BenchReport, error) {
-	rep := &BenchReport{Command: strings.Join(c.Args, " "), Version: Version, Started: time.Now().UTC(), Processes: !c.InProcess,
+	rep := &BenchReport{Command: redactCommand(c.Args), Version: Version, Started: time.Now().UTC(), Processes: !c.InProcess,
 		Store: "sqlite (temp file)", Replicas: c.Replicas, Runs: c.Runs, PhaseSeconds: c.Duration.Seconds(), Concurrency: c.Concurrency,
 		Machine: BenchMachine{CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version()}}
 	if isPostgres(c.DB) {

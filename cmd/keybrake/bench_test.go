@@ -223,3 +223,10 @@ func TestBenchFlags(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+func TestBenchRedactsDSN(t *testing.T) {
+	got := main.RedactCommand([]string{"keybrake", "bench", "--dsn", "postgres://kb:s3cret@db:5432/kb", "--db=postgresql://u:pw@h/d", "--keys", "5"})
+	if strings.Contains(got, "s3cret") || strings.Contains(got, ":pw@") || !strings.Contains(got, "postgres://kb:xxxxx@db:5432/kb") || !strings.Contains(got, "--keys 5") {
+		t.Fatal(got)
+	}
+}

@@ -1,0 +1,4 @@
+package main
+
+// RedactCommand exposes redactCommand to the external tests.
+var RedactCommand = redactCommand
