@@ -49,7 +49,7 @@ func startChild(ctx context.Context, name string, args, env []string, ready stri
 	}
 	c := &benchChild{name: name, out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
 	c.cmd = exec.Command(exe, args...)
-	c.cmd.Env = append(os.Environ(), env...)
+	c.cmd.Env = append(childEnv(os.Environ()), env...)
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	setChildAttrs(c.cmd)
 	if err := c.cmd.Start(); err != nil {
@@ -64,6 +64,22 @@ func startChild(ctx context.Context, name string, args, env []string, ready stri
 		return nil, err
 	}
 	return c, nil
+}
+
+// childEnv is the bench's environment without keybrake's own variables
+// (KEYBRAKE_ADMIN_ADDR, KEYBRAKE_TLS_CERT, STRIPE_SECRET_KEY… would change
+// what the children serve and where): the bench configures them by flags.
+// KEYBRAKE_BENCH_CHILD passes, for the tests.
+func childEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if (strings.HasPrefix(name, "KEYBRAKE_") || strings.HasPrefix(name, "STRIPE_")) && name != "KEYBRAKE_BENCH_CHILD" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // waitReady polls ready until it answers: an http:// URL answering 200,

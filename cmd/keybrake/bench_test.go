@@ -230,3 +230,10 @@ func TestBenchRedactsDSN(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestBenchChildEnv(t *testing.T) {
+	got := strings.Join(main.ChildEnv([]string{"PATH=/bin", "KEYBRAKE_ADMIN_ADDR=127.0.0.1:1", "STRIPE_SECRET_KEY=sk_live_x", "KEYBRAKE_BENCH_CHILD=1", "HOME=/root"}), " ")
+	if got != "PATH=/bin KEYBRAKE_BENCH_CHILD=1 HOME=/root" {
+		t.Fatal(got)
+	}
+}

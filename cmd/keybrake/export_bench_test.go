@@ -2,3 +2,6 @@ package main
 
 // RedactCommand exposes redactCommand to the external tests.
 var RedactCommand = redactCommand
+
+// ChildEnv exposes childEnv to the external tests.
+var ChildEnv = childEnv
