@@ -133,6 +133,28 @@ func (c *benchChild) stop() error {
 	}
 }
 
+// startOnFreeAddr starts a child told its address: args and ready get a
+// loopback address free a moment before, and a child that lost the port
+// to another process in between is started again on another, twice at
+// most.
+func startOnFreeAddr(ctx context.Context, name string, args func(addr string) []string, env []string, ready func(addr string) string) (*benchChild, string, error) {
+	var err error
+	for range 3 {
+		var addr string
+		if addr, err = freeAddr(); err != nil {
+			return nil, "", err
+		}
+		var c *benchChild
+		if c, err = startChild(ctx, name, args(addr), env, ready(addr)); err == nil {
+			return c, addr, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			return nil, "", err
+		}
+	}
+	return nil, "", err
+}
+
 // freeAddr returns a loopback address with a port free at the time of the
 // call, for a child that is told its address.
 func freeAddr() (string, error) {

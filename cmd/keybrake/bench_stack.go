@@ -87,38 +87,35 @@ func (b *bench) dbPath() string {
 // startProcesses starts the simulator, the bare proxy and the replicas
 // from this executable and waits until each answers.
 func (b *bench) startProcesses(ctx context.Context) error {
-	simAddr, err := freeAddr()
-	if err != nil {
-		return err
+	httpURL := func(path string) func(string) string {
+		return func(addr string) string { return "http://" + addr + path }
 	}
-	b.simURL = "http://" + simAddr
-	sim, err := startChild(ctx, "stripesim", []string{"stripesim", "--addr", simAddr}, nil, b.simURL+"/_sim/clock")
+	sim, simAddr, err := startOnFreeAddr(ctx, "stripesim", func(addr string) []string {
+		return []string{"stripesim", "--addr", addr}
+	}, nil, httpURL("/_sim/clock"))
 	if err != nil {
 		return err
 	}
 	b.children = append(b.children, sim)
-	bareAddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	b.bareURL = "http://" + bareAddr
-	bare, err := startChild(ctx, "bare proxy", []string{"bench", "--bare-proxy", b.simURL, "--bare-addr", bareAddr}, nil, b.bareURL+"/healthz")
+	b.simURL = "http://" + simAddr
+	bare, bareAddr, err := startOnFreeAddr(ctx, "bare proxy", func(addr string) []string {
+		return []string{"bench", "--bare-proxy", b.simURL, "--bare-addr", addr}
+	}, nil, httpURL("/healthz"))
 	if err != nil {
 		return err
 	}
 	b.children = append(b.children, bare)
+	b.bareURL = "http://" + bareAddr
 	// One at a time: the first applies the migrations.
+	env := []string{"STRIPE_SECRET_KEY=" + simulatorSecret, "KEYBRAKE_ADMIN_TOKEN=" + benchAdminToken}
 	for i := range b.cfg.Replicas {
-		addr, err := freeAddr()
-		if err != nil {
-			return err
-		}
-		args := []string{"serve", "--addr", addr, "--db", b.dbPath(), "--upstream", b.simURL, "--log-level", "warn", "--max-conns", "4096"}
-		if i == 0 && b.cfg.ProxyProfile != "" {
-			args = append(args, "--cpuprofile", b.cfg.ProxyProfile)
-		}
-		env := []string{"STRIPE_SECRET_KEY=" + simulatorSecret, "KEYBRAKE_ADMIN_TOKEN=" + benchAdminToken}
-		c, err := startChild(ctx, fmt.Sprintf("serve replica %d", i+1), args, env, "http://"+addr+"/readyz")
+		c, addr, err := startOnFreeAddr(ctx, fmt.Sprintf("serve replica %d", i+1), func(addr string) []string {
+			args := []string{"serve", "--addr", addr, "--db", b.dbPath(), "--upstream", b.simURL, "--log-level", "warn", "--max-conns", "4096"}
+			if i == 0 && b.cfg.ProxyProfile != "" {
+				args = append(args, "--cpuprofile", b.cfg.ProxyProfile)
+			}
+			return args
+		}, env, httpURL("/readyz"))
 		if err != nil {
 			return err
 		}

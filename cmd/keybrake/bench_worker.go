@@ -57,15 +57,13 @@ type benchBroker struct {
 }
 
 func (b *bench) startBroker(ctx context.Context, transport string) (*benchBroker, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
 	data := filepath.Join(b.dir, transport)
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
 	}
-	c, err := startChild(ctx, "broker "+transport, []string{"broker", "--transport", transport, "--addr", addr, "--data", data}, nil, "tcp:"+addr)
+	c, addr, err := startOnFreeAddr(ctx, "broker "+transport, func(addr string) []string {
+		return []string{"broker", "--transport", transport, "--addr", addr, "--data", data}
+	}, nil, func(addr string) string { return "tcp:" + addr })
 	if err != nil {
 		return nil, err
 	}
