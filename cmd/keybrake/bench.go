@@ -142,7 +142,11 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	}
 	rep, err := runBenchReport(ctx, c, env)
 	if rep != nil {
-		rep.print(env.Stdout)
+		table := env.Stdout
+		if c.JSONFile == "-" {
+			table = env.Stderr // stdout is the JSON's alone
+		}
+		rep.print(table)
 		if werr := rep.write(c, env); werr != nil && err == nil {
 			err = werr
 		}

@@ -84,6 +84,11 @@ type benchJSON struct {
 		Upstream  int  `json:"upstream_charges"`
 		Overspend bool `json:"overspend"`
 	} `json:"cap_check"`
+	Guards *struct {
+		Runs     int       `json:"runs"`
+		Requests int       `json:"requests_per_run"`
+		Added    []float64 `json:"added_median_us"`
+	} `json:"guards"`
 	Error string `json:"error"`
 }
 
@@ -199,9 +204,18 @@ func TestBenchWorker(t *testing.T) {
 }
 
 func TestBenchInProcess(t *testing.T) {
-	rep, _ := MustBench(t, "--in-process", "--runs", "1", "--duration", "50ms", "--warmup", "2", "--concurrency", "2", "--ops", "get", "--cap-check", "3")
+	rep, _ := MustBench(t, "--in-process", "--runs", "1", "--duration", "50ms", "--requests", "10", "--warmup", "2", "--concurrency", "2",
+		"--ops", "get,guards", "--cap-check", "3")
 	if rep.SeparateProcesses || len(rep.Samples) != 3 || rep.CapCheck == nil || rep.CapCheck.Succeeded != 3 {
 		t.Fatalf("report %+v", rep)
+	}
+	for _, s := range rep.Samples {
+		if s.Requests > 10 || s.Errors != 0 {
+			t.Fatalf("--requests 10: %+v", s)
+		}
+	}
+	if g := rep.Guards; g == nil || g.Runs != 3 || g.Requests != 10 || len(g.Added) != 3 {
+		t.Fatalf("guards %+v", g)
 	}
 }
 
