@@ -11,7 +11,7 @@ import (
 )
 
 // style is the CSS of every report page.
-const style = "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:right}" +
+const style = "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}" +
 	"td:first-child,td:nth-child(2),th:first-child,th:nth-child(2){text-align:left}.bad{color:#d62728;font-weight:bold}.good{color:#2ca02c}code{background:#f4f4f4;padding:1px 3px}"
 
 // Head returns the start of a report page, up to and including <body>.
