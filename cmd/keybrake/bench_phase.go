@@ -78,9 +78,9 @@ type Sample struct {
 }
 
 // phase sends o to t from clients concurrent loops until the duration has
-// passed (or max requests were sent, if max > 0) and records every
+// passed (or limit requests were sent, if limit > 0) and records every
 // request's latency. Failed requests are counted, not retried.
-func (b *bench) phase(ctx context.Context, t target, o op, clients int, dur time.Duration, max int) Sample {
+func (b *bench) phase(ctx context.Context, t target, o op, clients int, dur time.Duration, limit int) Sample {
 	var (
 		next, errs atomic.Int64
 		firstErr   atomic.Value
@@ -95,7 +95,7 @@ func (b *bench) phase(ctx context.Context, t target, o op, clients int, dur time
 			defer wg.Done()
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				n := next.Add(1)
-				if max > 0 && n > int64(max) {
+				if limit > 0 && n > int64(limit) {
 					return
 				}
 				req := o(t.bases[int(n)%len(t.bases)], t.keys[int(n)%len(t.keys)]).WithContext(ctx)
