@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	jsapi "github.com/nats-io/nats.go/jetstream"
 	gonsq "github.com/nsqio/go-nsq"
 
+	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/billing"
 	"github.com/keybrake/keybrake/jetstream"
 	"github.com/keybrake/keybrake/nsq"
@@ -53,6 +55,7 @@ type WorkerSample struct {
 type benchBroker struct {
 	transport string
 	addr      string // nsqd TCP address, or the NATS URL
+	httpAddr  string // nsqd's HTTP address, for /stats
 	child     *benchChild
 }
 
@@ -71,9 +74,24 @@ func (b *bench) startBroker(ctx context.Context, transport string) (*benchBroker
 	br := &benchBroker{transport: transport, addr: addr, child: c}
 	if transport == "jetstream" {
 		br.addr = "nats://" + addr
+		return br, nil
+	}
+	// keybrake broker logs nsqd's HTTP address, on a port of its own choosing.
+	deadline := time.Now().Add(10 * time.Second)
+	for br.httpAddr == "" {
+		if m := nsqdHTTP.FindStringSubmatch(c.out.String()); m != nil {
+			br.httpAddr = m[1]
+		} else if time.Now().After(deadline) {
+			return nil, fmt.Errorf("broker nsq did not log its HTTP address:\n%s", c.out.String())
+		} else {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	return br, nil
 }
+
+// nsqdHTTP finds nsqd's HTTP address in keybrake broker's log.
+var nsqdHTTP = regexp.MustCompile(`nsqd listening.* http=(\S+)`)
 
 // runWorkers runs the worker phases of every selected broker: for each
 // run and concurrency, each consumer in turn (the order rotating from run
@@ -88,15 +106,6 @@ func (b *bench) runWorkers(ctx context.Context, progress io.Writer) ([]WorkerSam
 		if err != nil {
 			return out, err
 		}
-		ledgerDSN := filepath.Join(b.dir, "ledger-"+transport+".db")
-		if isPostgres(b.cfg.DB) {
-			ledgerDSN = b.cfg.DB
-		}
-		ledger, closer, err := openLedger(ctx, ledgerDSN)
-		if err != nil {
-			return out, err
-		}
-		proc := &billing.Processor{Ledger: ledger, Charger: b.charger(), Namespace: benchNamespace, Owner: fmt.Sprintf("bench/%d", os.Getpid())}
 		consumers := []string{consumerWorker, consumerRaw, consumerAck}
 		for run := 1; run <= b.cfg.Runs; run++ {
 			r := (run - 1) % len(consumers)
@@ -104,10 +113,9 @@ func (b *bench) runWorkers(ctx context.Context, progress io.Writer) ([]WorkerSam
 			for _, n := range b.cfg.Concurrency {
 				for _, consumer := range order {
 					topic := fmt.Sprintf("bench_%s_%d_r%dc%d", strings.ReplaceAll(strings.ReplaceAll(consumer, " ", "_"), "-", "_"), time.Now().UnixNano()%1e9, run, n)
-					s, err := b.workerPhase(ctx, br, proc, consumer, topic, n)
+					s, err := b.workerPhase(ctx, br, consumer, topic, n)
 					s.Run = run
 					if err != nil {
-						closer.Close()
 						return out, fmt.Errorf("%s %s, run %d, concurrency %d: %w", transport, consumer, run, n, err)
 					}
 					fmt.Fprintf(progress, "bench: run %d/%d %-9s %-14s %3d: %6.0f events/s (%d events in %.2fs, %d errors)\n",
@@ -115,9 +123,6 @@ func (b *bench) runWorkers(ctx context.Context, progress io.Writer) ([]WorkerSam
 					out = append(out, s)
 				}
 			}
-		}
-		if err := closer.Close(); err != nil {
-			return out, err
 		}
 	}
 	return out, nil
@@ -141,57 +146,17 @@ func benchEvents(topic string, n int) [][]byte {
 	return out
 }
 
-// counter counts a phase's finished events and closes done at the last.
-// A phase is timed from its first message to its last, so connecting and
-// the broker's first delivery are left out for every consumer alike.
+// counter counts a raw consumer's finished and failed events.
 type counter struct {
-	want        int64
-	n, errs     atomic.Int64
-	first, last atomic.Int64 // UnixNano
-	firstErr    atomic.Value
-	done        chan struct{}
+	n, errs  atomic.Int64
+	firstErr atomic.Value
 }
 
-func newCounter(want int) *counter { return &counter{want: int64(want), done: make(chan struct{})} }
-
-// begin marks a message's arrival.
-func (c *counter) begin() { c.first.CompareAndSwap(0, time.Now().UnixNano()) }
-
-func (c *counter) ok() {
-	if c.n.Add(1) == c.want {
-		c.last.Store(time.Now().UnixNano())
-		close(c.done)
-	}
-}
-
-// elapsed is the time from the first message to the last.
-func (c *counter) elapsed() time.Duration {
-	if c.first.Load() == 0 || c.last.Load() == 0 {
-		return 0
-	}
-	return time.Duration(c.last.Load() - c.first.Load())
-}
+func (c *counter) ok() { c.n.Add(1) }
 
 func (c *counter) fail(err string) {
 	c.errs.Add(1)
 	c.firstErr.CompareAndSwap(nil, err)
-}
-
-// countingHandler counts the billing worker's acknowledged events.
-type countingHandler struct {
-	h billingHandler
-	c *counter
-}
-
-func (h countingHandler) Process(ctx context.Context, body []byte) billing.Result {
-	h.c.begin()
-	res := h.h.Process(ctx, body)
-	if res.Action == billing.ActionAck {
-		h.c.ok()
-	} else {
-		h.c.fail(res.Action.String() + ": " + res.Reason)
-	}
-	return res
 }
 
 // rawHandle is the raw consumer's work on one message: decode the event
@@ -208,15 +173,21 @@ func rawHandle(ctx context.Context, ch *billing.StripeCharger, body []byte) erro
 }
 
 // workerPhase prefills topic with --events events, then times consumer
-// draining them at concurrency n.
-func (b *bench) workerPhase(ctx context.Context, br *benchBroker, proc *billing.Processor, consumer, topic string, n int) (WorkerSample, error) {
+// from its start until the broker has every event acknowledged, and checks
+// the simulator's ground truth: each event charged exactly once (none by
+// the ack-only consumer).
+func (b *bench) workerPhase(ctx context.Context, br *benchBroker, consumer, topic string, n int) (WorkerSample, error) {
 	s := WorkerSample{Transport: br.transport, Consumer: consumer, Concurrency: n, Events: b.cfg.Events}
 	events := benchEvents(topic, b.cfg.Events)
 	stream := strings.ToUpper(topic)
 	if err := publishBench(ctx, br, stream, topic, events); err != nil {
 		return s, fmt.Errorf("publish: %w", err)
 	}
-	cnt := newCounter(len(events))
+	before, err := b.capturedCents(ctx)
+	if err != nil {
+		return s, err
+	}
+	cnt := &counter{}
 	var handle func(ctx context.Context, body []byte) error
 	switch consumer {
 	case consumerRaw:
@@ -227,35 +198,159 @@ func (b *bench) workerPhase(ctx context.Context, br *benchBroker, proc *billing.
 	}
 	start := time.Now()
 	var stop io.Closer
-	var err error
+	group := "raw" // the NSQ channel or JetStream durable
 	switch {
 	case consumer == consumerWorker:
-		stop, err = consumeWorker(ctx, br, stream, topic, n, countingHandler{proc, cnt})
+		group = "bench"
+		stop, err = b.startWorker(ctx, br, stream, topic, group, n)
 	case br.transport == "nsq":
-		stop, err = consumeRawNSQ(br, topic, n, cnt, handle)
+		stop, err = consumeRawNSQ(br, topic, group, n, cnt, handle)
 	default:
-		stop, err = consumeRawJetStream(ctx, br, stream, n, cnt, handle)
+		stop, err = consumeRawJetStream(ctx, br, stream, group, n, cnt, handle)
 	}
 	if err != nil {
 		return s, err
 	}
-	limit := time.Duration(len(events))*50*time.Millisecond + 30*time.Second
-	select {
-	case <-cnt.done:
-	case <-time.After(limit):
-	case <-ctx.Done():
-	}
+	derr := br.waitDrained(ctx, stream, topic, group, len(events), time.Duration(len(events))*50*time.Millisecond+30*time.Second)
 	elapsed := time.Since(start)
 	cerr := stop.Close()
-	s.Done, s.Errors, s.Seconds = int(cnt.n.Load()), int(cnt.errs.Load()), cnt.elapsed().Seconds()
+	s.Seconds, s.Errors = elapsed.Seconds(), int(cnt.errs.Load())
 	s.FirstErr, _ = cnt.firstErr.Load().(string)
-	if s.Seconds > 0 {
-		s.PerSecond = float64(s.Done) / s.Seconds
+	if derr != nil {
+		return s, fmt.Errorf("%w (%d errors, first: %s)", derr, s.Errors, s.FirstErr)
 	}
-	if s.Done < len(events) {
-		return s, fmt.Errorf("%d of %d events done after %s (%d errors, first: %s)", s.Done, len(events), elapsed.Round(time.Millisecond), s.Errors, s.FirstErr)
+	s.Done = len(events)
+	s.PerSecond = float64(s.Done) / s.Seconds
+	after, err := b.capturedCents(ctx)
+	if err != nil {
+		return s, err
+	}
+	want := int64(100 * len(events))
+	if consumer == consumerAck {
+		want = 0
+	}
+	if after-before != want {
+		s.Errors++
+		s.FirstErr = fmt.Sprintf("the simulator captured $%s for %d events of $1.00", keybrake.Micros((after-before)*10_000), len(events))
 	}
 	return s, cerr
+}
+
+// startWorker starts `keybrake worker` in this process: WorkerMain, from
+// the flags an operator would give it, straight to the simulator.
+func (b *bench) startWorker(ctx context.Context, br *benchBroker, stream, topic, channel string, n int) (io.Closer, error) {
+	m := NewWorkerMain(Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
+	ledger := filepath.Join(b.dir, "ledger-"+br.transport+".db")
+	if isPostgres(b.cfg.DB) {
+		ledger = b.cfg.DB
+	}
+	args := []string{"--topic", topic, "--channel", channel, "--upstream", b.simURL, "--vault-key", simulatorSecret,
+		"--ledger", ledger, "--namespace", benchNamespace, "--concurrency", fmt.Sprint(n), "--log-level", "error"}
+	if br.transport == "nsq" {
+		args = append(args, "--transport", "nsq", "--nsqd", br.addr)
+	} else {
+		args = append(args, "--transport", "jetstream", "--nats-url", br.addr, "--stream", stream, "--deliver-policy", "all")
+	}
+	if err := m.ParseFlags(args); err != nil {
+		return nil, err
+	}
+	if err := m.Run(ctx); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// waitDrained polls the broker until every one of the events published to
+// topic has been acknowledged on group (the NSQ channel or JetStream
+// durable), or limit passes.
+func (br *benchBroker) waitDrained(ctx context.Context, stream, topic, group string, events int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	var js jsapi.JetStream
+	if br.transport == "jetstream" {
+		nc, err := nats.Connect(br.addr)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		if js, err = jsapi.New(nc); err != nil {
+			return err
+		}
+	}
+	for {
+		var done bool
+		var err error
+		if js != nil {
+			done, err = jetstreamDrained(ctx, js, stream, group, events)
+		} else {
+			done, err = br.nsqDrained(topic, group, events)
+		}
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not every event acknowledged after %s", limit)
+		}
+	}
+}
+
+// nsqDrained asks nsqd's /stats whether the channel has received the
+// events and holds none: not queued, in flight or deferred.
+func (br *benchBroker) nsqDrained(topic, channel string, events int) (bool, error) {
+	resp, err := http.Get("http://" + br.httpAddr + "/stats?format=json&topic=" + topic + "&channel=" + channel)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Topics []struct {
+			Channels []struct {
+				Name     string `json:"channel_name"`
+				Depth    int64  `json:"depth"`
+				InFlight int    `json:"in_flight_count"`
+				Deferred int    `json:"deferred_count"`
+				Messages uint64 `json:"message_count"`
+			} `json:"channels"`
+		} `json:"topics"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return false, fmt.Errorf("nsqd stats: %w", err)
+	}
+	for _, t := range st.Topics {
+		for _, c := range t.Channels {
+			if c.Name == channel {
+				return c.Messages >= uint64(events) && c.Depth == 0 && c.InFlight == 0 && c.Deferred == 0, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// jetstreamDrained asks the server whether the durable's ack floor has
+// reached the last event and nothing is pending.
+func jetstreamDrained(ctx context.Context, js jsapi.JetStream, stream, durable string, events int) (bool, error) {
+	c, err := js.Consumer(ctx, stream, durable)
+	if errors.Is(err, jsapi.ErrConsumerNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	return info.AckFloor.Stream >= uint64(events) && info.NumAckPending == 0 && info.NumPending == 0, nil
 }
 
 // publishBench publishes events to topic (nsq) or to a new stream capturing
@@ -298,42 +393,19 @@ func publishBench(ctx context.Context, br *benchBroker, stream, topic string, ev
 	return nil
 }
 
-// consumeWorker starts keybrake worker's consumer: its transport, parsed
-// from the flags keybrake worker takes, handing every message to h.
-func consumeWorker(ctx context.Context, br *benchBroker, stream, topic string, n int, h billingHandler) (io.Closer, error) {
-	fs := flag.NewFlagSet("bench-worker", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	env := Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	chosen := transportFlags(fs, env, false)
-	args := []string{"--transport", "nsq", "--nsqd", br.addr}
-	if br.transport == "jetstream" {
-		args = []string{"--transport", "jetstream", "--nats-url", br.addr, "--stream", stream, "--deliver-policy", "all"}
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	_, opts, err := chosen()
-	if err != nil {
-		return nil, err
-	}
-	return opts.consume(ctx, consumeConfig{Topic: topic, Channel: "bench", DeadLetterTopic: topic + ".dead", MaxAttempts: 10,
-		Concurrency: n, AckTimeout: 60 * time.Second, Handler: h, Logger: slog.New(slog.DiscardHandler)})
-}
-
 // consumeRawNSQ is a plain go-nsq consumer: n concurrent handlers, n in
 // flight, FIN when the handler returns nil. Its configuration is go-nsq's
 // default, as the billing worker's is: nsqd's 250 ms output buffer timeout
 // (one flush wait at a phase's start) is in every nsq phase alike.
-func consumeRawNSQ(br *benchBroker, topic string, n int, cnt *counter, handle func(context.Context, []byte) error) (io.Closer, error) {
+func consumeRawNSQ(br *benchBroker, topic, channel string, n int, cnt *counter, handle func(context.Context, []byte) error) (io.Closer, error) {
 	cfg := gonsq.NewConfig()
 	cfg.MaxInFlight = n
-	c, err := gonsq.NewConsumer(topic, "raw", cfg)
+	c, err := gonsq.NewConsumer(topic, channel, cfg)
 	if err != nil {
 		return nil, err
 	}
 	c.SetLogger(nil, gonsq.LogLevelError)
 	c.AddConcurrentHandlers(gonsq.HandlerFunc(func(m *gonsq.Message) error {
-		cnt.begin()
 		if err := handle(context.Background(), m.Body); err != nil {
 			cnt.fail(err.Error())
 			return err
@@ -353,7 +425,7 @@ func consumeRawNSQ(br *benchBroker, topic string, n int, cnt *counter, handle fu
 
 // consumeRawJetStream is a plain nats.go JetStream consumer: Consume
 // hands messages to n goroutines, each acknowledging after its handler.
-func consumeRawJetStream(ctx context.Context, br *benchBroker, stream string, n int, cnt *counter, handle func(context.Context, []byte) error) (io.Closer, error) {
+func consumeRawJetStream(ctx context.Context, br *benchBroker, stream, durable string, n int, cnt *counter, handle func(context.Context, []byte) error) (io.Closer, error) {
 	nc, err := nats.Connect(br.addr)
 	if err != nil {
 		return nil, err
@@ -363,7 +435,7 @@ func consumeRawJetStream(ctx context.Context, br *benchBroker, stream string, n 
 		nc.Close()
 		return nil, err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jsapi.ConsumerConfig{Durable: "raw", AckPolicy: jsapi.AckExplicitPolicy, AckWait: time.Minute})
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jsapi.ConsumerConfig{Durable: durable, AckPolicy: jsapi.AckExplicitPolicy, AckWait: time.Minute})
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -397,7 +469,6 @@ func consumeRawJetStream(ctx context.Context, br *benchBroker, stream string, n 
 				case <-quit:
 					return
 				case m := <-msgs:
-					cnt.begin()
 					if err := handle(ctx, m.Data()); err != nil {
 						cnt.fail(err.Error())
 						_ = m.Nak()
