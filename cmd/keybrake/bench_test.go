@@ -116,9 +116,12 @@ func MustBench(t *testing.T, args ...string) (benchJSON, string) {
 }
 
 func TestBenchHTTP(t *testing.T) {
-	html := filepath.Join(t.TempDir(), "bench.html")
+	html, prof := filepath.Join(t.TempDir(), "bench.html"), filepath.Join(t.TempDir(), "serve.prof")
 	rep, out := MustBench(t, "--runs", "2", "--duration", "100ms", "--warmup", "5", "--concurrency", "1,4",
-		"--ops", "get,charge,keys", "--keys", "5", "--cap-check", "5", "--html", html)
+		"--ops", "get,charge,keys", "--keys", "5", "--cap-check", "5", "--html", html, "--proxy-cpuprofile", prof)
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Fatalf("serve's CPU profile: %v", err)
+	}
 	if !rep.SeparateProcesses || rep.Runs != 2 || rep.Error != "" {
 		t.Fatalf("report: processes %v, runs %d, error %q", rep.SeparateProcesses, rep.Runs, rep.Error)
 	}
