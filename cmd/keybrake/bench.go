@@ -26,6 +26,7 @@ type benchConfig struct {
 	Ops          map[string]bool
 	Keys         int
 	Events       int
+	WorkerVia    string // direct or keybrake: where the worker phases charge
 	InProcess    bool
 	CapCheck     int
 	JSONFile     string
@@ -72,8 +73,9 @@ Operations (--ops):
                     Stripe call, outcome) against a raw go-nsq consumer making
                     the same Stripe call and an ack-only consumer, on a real
                     nsqd (keybrake broker), --events events each, at every
-                    --concurrency, direct to the simulator; events/s and the
-                    worker/raw ratio of the same run
+                    --concurrency, direct to the simulator (--worker-via
+                    keybrake: through keybrake); events/s and the worker/raw
+                    ratio of the same run
   worker-jetstream  the same on a real nats-server with JetStream
   worker            both worker-nsq and worker-jetstream
   guards            a capped charge on a key with all four guards against the
@@ -101,6 +103,7 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	ops := fs.String("ops", "get,charge", "what to measure, comma-separated: "+strings.Join(benchOps, ", ")+", worker (both brokers)")
 	fs.IntVar(&c.Keys, "keys", 1000, "keys: the number of capped keys the charges are spread over")
 	fs.IntVar(&c.Events, "events", 2000, "worker-*: billing events each consumer drains per phase")
+	fs.StringVar(&c.WorkerVia, "worker-via", "direct", "worker-*: where both consumers charge: direct (the simulator, the worker's own cost) or keybrake (through the first replica with a capped vault key, the production path)")
 	fs.BoolVar(&c.InProcess, "in-process", false, "run the simulator, the bare proxy and keybrake in the bench process instead of processes of their own (faster to start, less faithful)")
 	fs.IntVar(&c.CapCheck, "cap-check", 500, "after measuring, 64 clients race for a key capped at this many dollars ($1.00 charges): exactly that many must pass; 0 skips")
 	fs.StringVar(&c.JSONFile, "json", "", "also write the report (every run, the summary) as JSON to this file, - for stdout")
@@ -213,6 +216,8 @@ func (c *benchConfig) parse(conc, ops, store, dsn string) error {
 		return fmt.Errorf("invalid --keys %d: want 1 to 100000", c.Keys)
 	case c.Events < 1:
 		return fmt.Errorf("invalid --events %d: want 1 or more", c.Events)
+	case c.WorkerVia != "direct" && c.WorkerVia != "keybrake":
+		return fmt.Errorf("invalid --worker-via %q: want direct or keybrake", c.WorkerVia)
 	case c.ProxyProfile != "" && c.InProcess:
 		return fmt.Errorf("invalid --proxy-cpuprofile: the proxy runs in the bench process with --in-process; use --cpuprofile")
 	}

@@ -106,6 +106,7 @@ type BenchReport struct {
 	Concurrency   []int              `json:"concurrency"`
 	Keys          int                `json:"keys,omitempty"`
 	Events        int                `json:"events,omitempty"`
+	WorkerVia     string             `json:"worker_via,omitempty"`
 	Samples       []Sample           `json:"samples"`
 	Summary       []SummaryRow       `json:"summary"`
 	WorkerSamples []WorkerSample     `json:"worker_samples,omitempty"`
@@ -155,7 +156,7 @@ func runBenchReport(ctx context.Context, c benchConfig, env Env) (*BenchReport, 
 		rep.Keys = c.Keys
 	}
 	if c.Ops["worker-nsq"] || c.Ops["worker-jetstream"] {
-		rep.Events = c.Events
+		rep.Events, rep.WorkerVia = c.Events, c.WorkerVia
 	}
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
 		rep.Machine.LoadAvg = strings.TrimSpace(string(la))
@@ -392,6 +393,13 @@ func (r *BenchReport) setting() string {
 		r.Store, r.Replicas, where, r.Runs, r.PhaseSeconds, r.Machine.CPUs, r.Machine.LoadAvg)
 }
 
+func (r *BenchReport) workerVia() string {
+	if r.WorkerVia == "keybrake" {
+		return "through keybrake"
+	}
+	return "direct to the simulator"
+}
+
 // print writes the summary tables.
 func (r *BenchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "keybrake bench — %s\n", r.setting())
@@ -417,7 +425,7 @@ func (r *BenchReport) print(w io.Writer) {
 		tw.Flush()
 	}
 	if len(r.WorkerSummary) > 0 {
-		fmt.Fprintf(w, "\nbilling worker vs a raw consumer making the same Stripe call (direct to the simulator), %d events per phase\n", r.Events)
+		fmt.Fprintf(w, "\nbilling worker vs a raw consumer making the same Stripe call (%s), %d events per phase\n", r.workerVia(), r.Events)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "broker\tconcurrency\tconsumer\tevents/s\t×raw\t×ack-only\terrors")
 		for _, s := range r.WorkerSummary {
@@ -504,7 +512,7 @@ func (r *BenchReport) WriteHTML(w io.Writer) error {
 		b.WriteString("</table>\n")
 	}
 	if len(r.WorkerSummary) > 0 {
-		b.WriteString("<h2>Billing worker vs a raw consumer</h2>\n")
+		fmt.Fprintf(&b, "<h2>Billing worker vs a raw consumer (%s)</h2>\n", r.workerVia())
 		b.WriteString(r.workerChart().SVG())
 		b.WriteString("<table><tr><th>broker</th><th>concurrency</th><th>consumer</th><th>events/s</th><th>×raw</th><th>×ack-only</th><th>errors</th></tr>\n")
 		for _, s := range r.WorkerSummary {

@@ -37,6 +37,7 @@ type bench struct {
 	vaultKey  string   // the hot key
 	keyID     string
 	keys      []string // --keys spread keys, created by the keys operation
+	workerKey string   // the worker phases' key with --worker-via keybrake
 	customer  string
 	client    *http.Client
 	dir       string

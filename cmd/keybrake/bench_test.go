@@ -231,6 +231,7 @@ func TestBenchFlags(t *testing.T) {
 		{"--runs", "0"},
 		{"--concurrency", "0"},
 		{"--in-process", "--proxy-cpuprofile", "x.prof"},
+		{"--worker-via", "stripe"},
 	} {
 		env, out := testEnv(nil)
 		if err := main.Run(context.Background(), append([]string{"bench"}, args...), env); err == nil || !strings.Contains(err.Error(), "invalid --") {

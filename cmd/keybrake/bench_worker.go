@@ -106,6 +106,11 @@ func (b *bench) runWorkers(ctx context.Context, progress io.Writer) ([]WorkerSam
 		if err != nil {
 			return out, err
 		}
+		if b.cfg.WorkerVia == "keybrake" && b.workerKey == "" {
+			if _, b.workerKey, err = b.createKey(ctx, "bench-worker"); err != nil {
+				return out, fmt.Errorf("create the worker's key: %w", err)
+			}
+		}
 		consumers := []string{consumerWorker, consumerRaw, consumerAck}
 		for run := 1; run <= b.cfg.Runs; run++ {
 			r := (run - 1) % len(consumers)
@@ -132,7 +137,18 @@ func (b *bench) runWorkers(ctx context.Context, progress io.Writer) ([]WorkerSam
 // StripeCharger with the client keybrake worker builds, direct to the
 // simulator.
 func (b *bench) charger() *billing.StripeCharger {
-	return &billing.StripeCharger{BaseURL: b.simURL, Key: simulatorSecret, HTTPClient: &http.Client{Timeout: 30 * time.Second}}
+	base, key := b.workerUpstream()
+	return &billing.StripeCharger{BaseURL: base, Key: key, HTTPClient: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// workerUpstream is where both consumers charge: the simulator with its
+// secret, or with --worker-via keybrake the first replica with the
+// worker key (a key of its own, so the hot key's spend check stays exact).
+func (b *bench) workerUpstream() (base, key string) {
+	if b.cfg.WorkerVia == "keybrake" {
+		return b.proxyURLs[0], b.workerKey
+	}
+	return b.simURL, simulatorSecret
 }
 
 // benchEvents returns n events of their own customers, so no phase
@@ -146,13 +162,11 @@ func benchEvents(topic string, n int) [][]byte {
 	return out
 }
 
-// counter counts a raw consumer's finished and failed events.
+// counter counts a raw consumer's failed events.
 type counter struct {
-	n, errs  atomic.Int64
+	errs     atomic.Int64
 	firstErr atomic.Value
 }
-
-func (c *counter) ok() { c.n.Add(1) }
 
 func (c *counter) fail(err string) {
 	c.errs.Add(1)
@@ -231,7 +245,11 @@ func (b *bench) workerPhase(ctx context.Context, br *benchBroker, consumer, topi
 	}
 	if after-before != want {
 		s.Errors++
-		s.FirstErr = fmt.Sprintf("the simulator captured $%s for %d events of $1.00", keybrake.Micros((after-before)*10_000), len(events))
+		msg := fmt.Sprintf("the simulator captured $%s for %d events of $1.00", keybrake.Micros((after-before)*10_000), len(events))
+		if s.FirstErr != "" {
+			msg += "; first failure: " + s.FirstErr
+		}
+		s.FirstErr = msg
 	}
 	return s, cerr
 }
@@ -244,7 +262,8 @@ func (b *bench) startWorker(ctx context.Context, br *benchBroker, stream, topic,
 	if isPostgres(b.cfg.DB) {
 		ledger = b.cfg.DB
 	}
-	args := []string{"--topic", topic, "--channel", channel, "--upstream", b.simURL, "--vault-key", simulatorSecret,
+	base, key := b.workerUpstream()
+	args := []string{"--topic", topic, "--channel", channel, "--upstream", base, "--vault-key", key,
 		"--ledger", ledger, "--namespace", benchNamespace, "--concurrency", fmt.Sprint(n), "--log-level", "error"}
 	if br.transport == "nsq" {
 		args = append(args, "--transport", "nsq", "--nsqd", br.addr)
@@ -394,7 +413,7 @@ func publishBench(ctx context.Context, br *benchBroker, stream, topic string, ev
 }
 
 // consumeRawNSQ is a plain go-nsq consumer: n concurrent handlers, n in
-// flight, FIN when the handler returns nil. Its configuration is go-nsq's
+// flight, FIN after the handler, failed or not (a failure is counted). Its configuration is go-nsq's
 // default, as the billing worker's is: nsqd's 250 ms output buffer timeout
 // (one flush wait at a phase's start) is in every nsq phase alike.
 func consumeRawNSQ(br *benchBroker, topic, channel string, n int, cnt *counter, handle func(context.Context, []byte) error) (io.Closer, error) {
@@ -407,10 +426,8 @@ func consumeRawNSQ(br *benchBroker, topic, channel string, n int, cnt *counter, 
 	c.SetLogger(nil, gonsq.LogLevelError)
 	c.AddConcurrentHandlers(gonsq.HandlerFunc(func(m *gonsq.Message) error {
 		if err := handle(context.Background(), m.Body); err != nil {
-			cnt.fail(err.Error())
-			return err
+			cnt.fail(err.Error()) // and FIN: the naive consumer does not retry
 		}
-		cnt.ok()
 		return nil
 	}), n)
 	if err := c.ConnectToNSQD(br.addr); err != nil {
@@ -423,8 +440,9 @@ func consumeRawNSQ(br *benchBroker, topic, channel string, n int, cnt *counter, 
 	}), nil
 }
 
-// consumeRawJetStream is a plain nats.go JetStream consumer: Consume
-// hands messages to n goroutines, each acknowledging after its handler.
+// consumeRawJetStream is a plain nats.go JetStream consumer: one goroutine
+// pulls (Messages) and hands messages to n goroutines, each acknowledging
+// after its handler, failed or not.
 func consumeRawJetStream(ctx context.Context, br *benchBroker, stream, durable string, n int, cnt *counter, handle func(context.Context, []byte) error) (io.Closer, error) {
 	nc, err := nats.Connect(br.addr)
 	if err != nil {
@@ -470,15 +488,11 @@ func consumeRawJetStream(ctx context.Context, br *benchBroker, stream, durable s
 					return
 				case m := <-msgs:
 					if err := handle(ctx, m.Data()); err != nil {
-						cnt.fail(err.Error())
-						_ = m.Nak()
-						continue
+						cnt.fail(err.Error()) // and Ack: the naive consumer does not retry
 					}
 					if err := m.Ack(); err != nil {
 						cnt.fail(err.Error())
-						continue
 					}
-					cnt.ok()
 				}
 			}
 		}()
