@@ -21,6 +21,7 @@ type benchConfig struct {
 	Requests     int // caps the requests of one phase; 0: --duration alone
 	Duration     time.Duration
 	Warmup       int
+	Rate         float64 // open loop: requests per second per phase; 0: closed loop
 	Runs         int
 	Concurrency  []int
 	Ops          map[string]bool
@@ -63,7 +64,9 @@ first replica alone), after a warm-up of each path; the paths are
 interleaved and their order rotates from run to run. --runs runs; the table
 shows min / median / max across runs of the throughput, the latency
 percentiles (p50, p99, max) and keybrake's added p50 and throughput ratio,
-each computed against the direct path of the same run.
+each computed against the direct path of the same run. By default the clients
+run a closed loop (throughput at saturation); --rate runs an open loop at a
+fixed rate, for tail latency below saturation.
 
 Operations (--ops):
   get               GET /v1/customers/{id}: a passthrough read
@@ -97,6 +100,7 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&c.Replicas, "replicas", 1, "keybrake serve replicas sharing the store, the load spread round-robin (PostgreSQL only beyond 1)")
 	fs.IntVar(&c.Requests, "requests", 0, "stop each phase after this many requests even before --duration; 0: --duration alone (guards: charges per run, default 2000)")
 	fs.DurationVar(&c.Duration, "duration", 3*time.Second, "duration of each phase (one operation, one path, one concurrency, one run)")
+	fs.Float64Var(&c.Rate, "rate", 0, "open loop: schedule this many requests per second in each HTTP phase, taken by whichever client is free, latency counted from each request's scheduled time (for tail latency below saturation); 0: closed loop, each client sends when its last request is answered (throughput at saturation)")
 	fs.IntVar(&c.Warmup, "warmup", 200, "requests sent on every path before each run's phases of an operation")
 	fs.IntVar(&c.Runs, "runs", 3, "times every phase is repeated, interleaved; the summary is min / median / max across runs")
 	fs.StringVar(&conc, "concurrency", "1,64", "comma-separated client counts (worker-*: consumer concurrency); every phase runs at each")
@@ -210,6 +214,8 @@ func (c *benchConfig) parse(conc, ops, store, dsn string) error {
 		return fmt.Errorf("invalid --requests or --duration: want a non-negative count and a positive duration")
 	case c.Runs < 1 || c.Runs > 100:
 		return fmt.Errorf("invalid --runs %d: want 1 to 100", c.Runs)
+	case c.Rate < 0 || c.Rate > 1e6:
+		return fmt.Errorf("invalid --rate %v: want 0 (closed loop) or requests per second up to 1000000", c.Rate)
 	case c.Warmup < 0:
 		return fmt.Errorf("invalid --warmup %d: want 0 or more", c.Warmup)
 	case c.Keys < 1 || c.Keys > 100000:

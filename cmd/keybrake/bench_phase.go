@@ -71,6 +71,7 @@ type Sample struct {
 	Errors    int     `json:"errors"`
 	FirstErr  string  `json:"first_error,omitempty"`
 	Seconds   float64 `json:"seconds"`
+	Offered   float64 `json:"offered_per_s,omitempty"` // --rate: the open loop's schedule
 	PerSecond float64 `json:"per_s"`
 	P50       float64 `json:"p50_us"`
 	P99       float64 `json:"p99_us"`
@@ -80,7 +81,15 @@ type Sample struct {
 // phase sends o to t from clients concurrent loops until the duration has
 // passed (or limit requests were sent, if limit > 0) and records every
 // request's latency. Failed requests are counted, not retried.
-func (b *bench) phase(ctx context.Context, t target, o op, clients int, dur time.Duration, limit int) Sample {
+//
+// With rate = 0 the loop is closed: each client sends its next request
+// when the last is answered, so the phase measures throughput at
+// saturation, and its latencies include the queueing that saturation
+// causes. With rate > 0 it is open: requests are scheduled at rate per
+// second in all and taken by whichever client is free, and each latency
+// runs from the request's scheduled time, so a stall delays (and counts
+// against) the requests scheduled behind it instead of hiding them.
+func (b *bench) phase(ctx context.Context, t target, o op, clients int, dur time.Duration, limit int, rate float64) Sample {
 	var (
 		next, errs atomic.Int64
 		firstErr   atomic.Value
@@ -89,17 +98,44 @@ func (b *bench) phase(ctx context.Context, t target, o op, clients int, dur time
 	lats := make([][]time.Duration, clients)
 	start := time.Now()
 	deadline := start.Add(dur)
+	var schedule chan time.Time
+	if rate > 0 {
+		schedule = make(chan time.Time, clients)
+		go func() {
+			defer close(schedule)
+			interval := time.Duration(float64(time.Second) / rate)
+			for i := int64(0); ; i++ {
+				at := start.Add(time.Duration(i) * interval)
+				if !at.Before(deadline) || ctx.Err() != nil || (limit > 0 && i >= int64(limit)) {
+					return
+				}
+				if d := time.Until(at); d > 0 {
+					time.Sleep(d)
+				}
+				schedule <- at
+			}
+		}()
+	}
 	for c := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil && time.Now().Before(deadline) {
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if schedule != nil {
+					at, ok := <-schedule
+					if !ok {
+						return
+					}
+					t0 = at
+				} else if !t0.Before(deadline) {
+					return
+				}
 				n := next.Add(1)
 				if limit > 0 && n > int64(limit) {
 					return
 				}
 				req := o(t.bases[int(n)%len(t.bases)], t.keys[int(n)%len(t.keys)]).WithContext(ctx)
-				t0 := time.Now()
 				err := b.send(req)
 				lats[c] = append(lats[c], time.Since(t0))
 				switch {
@@ -119,7 +155,7 @@ func (b *bench) phase(ctx context.Context, t target, o op, clients int, dur time
 		all = append(all, l...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	s := Sample{Path: t.path, Clients: clients, Requests: len(all), Errors: int(errs.Load()), Seconds: elapsed.Seconds()}
+	s := Sample{Path: t.path, Clients: clients, Requests: len(all), Errors: int(errs.Load()), Seconds: elapsed.Seconds(), Offered: rate}
 	s.FirstErr, _ = firstErr.Load().(string)
 	if len(all) > 0 {
 		s.PerSecond = float64(len(all)-s.Errors) / elapsed.Seconds()
@@ -181,7 +217,7 @@ func (b *bench) runHTTP(ctx context.Context, progress io.Writer) ([]Sample, erro
 			ts := b.targets(name, run-1)
 			if b.cfg.Warmup > 0 {
 				for _, t := range ts {
-					if s := b.phase(ctx, t, o, min(8, b.cfg.Warmup), time.Minute, b.cfg.Warmup); s.Errors > 0 {
+					if s := b.phase(ctx, t, o, min(8, b.cfg.Warmup), time.Minute, b.cfg.Warmup, 0); s.Errors > 0 {
 						return out, fmt.Errorf("warm-up of %s on %s: %d of %d failed: %s", name, t.path, s.Errors, s.Requests, s.FirstErr)
 					}
 				}
@@ -191,7 +227,7 @@ func (b *bench) runHTTP(ctx context.Context, progress io.Writer) ([]Sample, erro
 					if err := ctx.Err(); err != nil {
 						return out, err
 					}
-					s := b.phase(ctx, t, o, n, b.cfg.Duration, b.cfg.Requests)
+					s := b.phase(ctx, t, o, n, b.cfg.Duration, b.cfg.Requests, b.cfg.Rate)
 					s.Run, s.Op = run, name
 					fmt.Fprintf(progress, "bench: run %d/%d %-6s %-11s %4d clients: %7.0f/s p50 %6.0f µs p99 %7.0f µs max %7.0f µs, %d errors\n",
 						run, b.cfg.Runs, name, t.path, n, s.PerSecond, s.P50, s.P99, s.Max, s.Errors)

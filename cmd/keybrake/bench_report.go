@@ -103,6 +103,7 @@ type BenchReport struct {
 	Replicas      int                `json:"replicas"`
 	Runs          int                `json:"runs"`
 	PhaseSeconds  float64            `json:"phase_seconds"`
+	Rate          float64            `json:"rate,omitempty"` // --rate: open loop at this many requests per second
 	Concurrency   []int              `json:"concurrency"`
 	Keys          int                `json:"keys,omitempty"`
 	Events        int                `json:"events,omitempty"`
@@ -147,7 +148,7 @@ func keybrakeUSD(n int) keybrake.Micros { return keybrake.Micros(n) * keybrake.M
 // returns the report, partial if one failed (with the error).
 func runBenchReport(ctx context.Context, c benchConfig, env Env) (*BenchReport, error) {
 	rep := &BenchReport{Command: redactCommand(c.Args), Version: Version, Started: time.Now().UTC(), Processes: !c.InProcess,
-		Store: "sqlite (temp file)", Replicas: c.Replicas, Runs: c.Runs, PhaseSeconds: c.Duration.Seconds(), Concurrency: c.Concurrency,
+		Store: "sqlite (temp file)", Replicas: c.Replicas, Runs: c.Runs, PhaseSeconds: c.Duration.Seconds(), Rate: c.Rate, Concurrency: c.Concurrency,
 		Machine: BenchMachine{CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version()}}
 	if isPostgres(c.DB) {
 		rep.Store = "postgres"
@@ -389,8 +390,12 @@ func (r *BenchReport) setting() string {
 	if !r.Processes {
 		where = "every part in the bench process"
 	}
-	return fmt.Sprintf("store %s, %d replica(s), %s; %d runs of %.1fs phases, median (min–max) across runs; %d CPUs, load %s",
-		r.Store, r.Replicas, where, r.Runs, r.PhaseSeconds, r.Machine.CPUs, r.Machine.LoadAvg)
+	loop := "closed loop"
+	if r.Rate > 0 {
+		loop = fmt.Sprintf("open loop at %.0f requests/s", r.Rate)
+	}
+	return fmt.Sprintf("store %s, %d replica(s), %s; %d runs of %.1fs phases, %s, median (min–max) across runs; %d CPUs, load %s",
+		r.Store, r.Replicas, where, r.Runs, r.PhaseSeconds, loop, r.Machine.CPUs, r.Machine.LoadAvg)
 }
 
 func (r *BenchReport) workerVia() string {

@@ -45,6 +45,7 @@ type benchJSON struct {
 		P50      float64 `json:"p50_us"`
 		P99      float64 `json:"p99_us"`
 		Max      float64 `json:"max_us"`
+		Offered  float64 `json:"offered_per_s"`
 	} `json:"samples"`
 	Summary []struct {
 		Op       string `json:"op"`
@@ -222,6 +223,20 @@ func TestBenchInProcess(t *testing.T) {
 	}
 }
 
+func TestBenchOpenLoop(t *testing.T) {
+	rep, out := MustBench(t, "--in-process", "--runs", "1", "--duration", "300ms", "--warmup", "2", "--concurrency", "4",
+		"--ops", "get", "--rate", "100", "--cap-check", "0")
+	for _, s := range rep.Samples {
+		// 30 requests scheduled in 300 ms; every one is sent, however late.
+		if s.Errors != 0 || s.Requests != 30 || s.Offered != 100 {
+			t.Fatalf("sample %+v", s)
+		}
+	}
+	if !strings.Contains(out, "open loop at 100 requests/s") {
+		t.Fatalf("table:\n%s", out)
+	}
+}
+
 func TestBenchFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--replicas", "2"},
@@ -232,6 +247,7 @@ func TestBenchFlags(t *testing.T) {
 		{"--concurrency", "0"},
 		{"--in-process", "--proxy-cpuprofile", "x.prof"},
 		{"--worker-via", "stripe"},
+		{"--rate", "-1"},
 	} {
 		env, out := testEnv(nil)
 		if err := main.Run(context.Background(), append([]string{"bench"}, args...), env); err == nil || !strings.Contains(err.Error(), "invalid --") {
