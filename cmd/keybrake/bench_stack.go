@@ -36,8 +36,9 @@ type bench struct {
 	proxyURLs []string // one per replica; the first also serves the admin API
 	vaultKey  string   // the hot key
 	keyID     string
-	keys      []string // --keys spread keys, created by the keys operation
-	workerKey string   // the worker phases' key with --worker-via keybrake
+	keys      []string    // --keys spread keys, created by the keys operation
+	workerKey string      // the worker phases' key with --worker-via keybrake
+	workerLog *tailBuffer // the billing worker's warnings and errors in the current phase
 	customer  string
 	client    *http.Client
 	dir       string

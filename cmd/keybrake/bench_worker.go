@@ -210,6 +210,7 @@ func (b *bench) workerPhase(ctx context.Context, br *benchBroker, consumer, topi
 	case consumerAck:
 		handle = func(context.Context, []byte) error { return nil }
 	}
+	b.workerLog = &tailBuffer{max: 4 << 10}
 	start := time.Now()
 	var stop io.Closer
 	group := "raw" // the NSQ channel or JetStream durable
@@ -249,6 +250,9 @@ func (b *bench) workerPhase(ctx context.Context, br *benchBroker, consumer, topi
 		if s.FirstErr != "" {
 			msg += "; first failure: " + s.FirstErr
 		}
+		if consumer == consumerWorker {
+			msg += "; the worker's log ends:\n" + b.workerLog.String()
+		}
 		s.FirstErr = msg
 	}
 	return s, cerr
@@ -257,14 +261,14 @@ func (b *bench) workerPhase(ctx context.Context, br *benchBroker, consumer, topi
 // startWorker starts `keybrake worker` in this process: WorkerMain, from
 // the flags an operator would give it, straight to the simulator.
 func (b *bench) startWorker(ctx context.Context, br *benchBroker, stream, topic, channel string, n int) (io.Closer, error) {
-	m := NewWorkerMain(Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
+	m := NewWorkerMain(Env{Stdout: io.Discard, Stderr: b.workerLog, Getenv: func(string) string { return "" }})
 	ledger := filepath.Join(b.dir, "ledger-"+br.transport+".db")
 	if isPostgres(b.cfg.DB) {
 		ledger = b.cfg.DB
 	}
 	base, key := b.workerUpstream()
 	args := []string{"--topic", topic, "--channel", channel, "--upstream", base, "--vault-key", key,
-		"--ledger", ledger, "--namespace", benchNamespace, "--concurrency", fmt.Sprint(n), "--log-level", "error"}
+		"--ledger", ledger, "--namespace", benchNamespace, "--concurrency", fmt.Sprint(n), "--log-level", "warn"}
 	if br.transport == "nsq" {
 		args = append(args, "--transport", "nsq", "--nsqd", br.addr)
 	} else {
@@ -323,8 +327,11 @@ func (br *benchBroker) waitDrained(ctx context.Context, stream, topic, group str
 	}
 }
 
-// nsqDrained asks nsqd's /stats whether the channel has received the
-// events and holds none: not queued, in flight or deferred.
+// nsqDrained asks nsqd's /stats whether the channel's consumers have
+// finished (FIN) the events and the channel holds none: not queued, in
+// flight or deferred. The channel's own counters alone are not enough:
+// nsqd has shown a channel with every message counted, none queued and
+// none in flight before its consumer had received one.
 func (br *benchBroker) nsqDrained(topic, channel string, events int) (bool, error) {
 	resp, err := http.Get("http://" + br.httpAddr + "/stats?format=json&topic=" + topic + "&channel=" + channel)
 	if err != nil {
@@ -333,12 +340,15 @@ func (br *benchBroker) nsqDrained(topic, channel string, events int) (bool, erro
 	defer resp.Body.Close()
 	var st struct {
 		Topics []struct {
+			Name     string `json:"topic_name"`
 			Channels []struct {
 				Name     string `json:"channel_name"`
 				Depth    int64  `json:"depth"`
 				InFlight int    `json:"in_flight_count"`
 				Deferred int    `json:"deferred_count"`
-				Messages uint64 `json:"message_count"`
+				Clients  []struct {
+					Finished uint64 `json:"finish_count"`
+				} `json:"clients"`
 			} `json:"channels"`
 		} `json:"topics"`
 	}
@@ -347,9 +357,14 @@ func (br *benchBroker) nsqDrained(topic, channel string, events int) (bool, erro
 	}
 	for _, t := range st.Topics {
 		for _, c := range t.Channels {
-			if c.Name == channel {
-				return c.Messages >= uint64(events) && c.Depth == 0 && c.InFlight == 0 && c.Deferred == 0, nil
+			if t.Name != topic || c.Name != channel {
+				continue
 			}
+			var finished uint64
+			for _, cl := range c.Clients {
+				finished += cl.Finished
+			}
+			return finished >= uint64(events) && c.Depth == 0 && c.InFlight == 0 && c.Deferred == 0, nil
 		}
 	}
 	return false, nil
