@@ -482,8 +482,16 @@ func consumeRawJetStream(ctx context.Context, br *benchBroker, stream, durable s
 	go func() {
 		for {
 			m, err := it.Next()
-			if err != nil {
-				return // stopped
+			if errors.Is(err, jsapi.ErrMsgIteratorClosed) {
+				return
+			}
+			if err != nil { // a missed heartbeat on a busy machine: the iterator pulls again
+				select {
+				case <-quit:
+					return
+				case <-time.After(10 * time.Millisecond):
+					continue
+				}
 			}
 			select {
 			case msgs <- m:
