@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/keybrake/keybrake/internal/report"
 )
 
 // Row is the outcome of one mode under one strategy, counted from the
@@ -207,9 +209,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 	var svg strings.Builder
 	rep.WriteSVG(&svg)
 	var b strings.Builder
-	b.WriteString("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>keybrake chaos</title><style>" +
-		"body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:right}" +
-		"td:first-child,td:nth-child(2),th:first-child,th:nth-child(2){text-align:left}.bad{color:#d62728;font-weight:bold}.good{color:#2ca02c}</style></head><body>\n")
+	b.WriteString(report.Head("keybrake chaos"))
 	fmt.Fprintf(&b, "<h1>keybrake chaos: the seeds' failure modes, side by side</h1>\n<p>Seed %d, %d events per row, %.0f%% of them faulted, %.0f s. Counted from the Stripe simulator's ground truth.</p>\n",
 		rep.Seed, rep.Events, rep.Fraction*100, rep.Seconds)
 	b.WriteString(svg.String())
@@ -227,7 +227,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		fmt.Fprintf(&b, "<dt><b>%s</b> (%s)</dt><dd>%s.<br>Unsafe key: <code>%s</code>.<br>Injected: %s.</dd>\n",
 			html.EscapeString(m.Name), html.EscapeString(m.Transport), html.EscapeString(m.Failure), html.EscapeString(m.UnsafeKey), html.EscapeString(m.Injection))
 	}
-	b.WriteString("</dl>\n</body></html>\n")
+	b.WriteString("</dl>\n" + report.Foot())
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -102,10 +101,7 @@ func runGrowth(ctx context.Context, c benchConfig, g growthConfig, env Env) erro
 		return err
 	}
 	defer b.close()
-	db := c.DB
-	if db == "" {
-		db = filepath.Join(b.dir, "bench.db")
-	}
+	db := b.dbPath()
 	rows, err := b.growth(ctx, g, clock, db, env.Stdout)
 	if err != nil {
 		return err
@@ -142,13 +138,13 @@ func (b *bench) chargeDay(ctx context.Context, g growthConfig, sent *atomic.Int6
 		mu   sync.Mutex
 		fail error
 	)
-	base := b.proxies[0].URL()
+	base := b.proxyURLs[0]
 	for range g.Clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(g.PerDay) && ctx.Err() == nil {
-				if err := b.send(chargeOp(base, b.vaultKey, 0)); err != nil {
+				if err := b.send(chargeOp(base, b.vaultKey)); err != nil {
 					mu.Lock()
 					fail = err
 					mu.Unlock()

@@ -41,21 +41,20 @@ type GuardCost struct {
 // guardCost measures 3 runs of n charges on each of two keys with the same
 // caps, one with benchGuards, alternating request by request so both see
 // the same machine.
-func (b *bench) guardCost(ctx context.Context, bases []string, progress io.Writer) (*GuardCost, error) {
-	caps := `"total_usd_cap":1000000000,"daily_usd_cap":1000000000,"per_request_usd_cap":100`
+func (b *bench) guardCost(ctx context.Context, progress io.Writer) (*GuardCost, error) {
+	bases := b.proxyURLs
 	var keys [2]string
-	for i, body := range []string{`{"label":"bench plain",` + caps + `}`, `{"label":"bench guarded",` + caps + `,"guards":` + benchGuards + `}`} {
-		req, _ := http.NewRequestWithContext(ctx, "POST", b.proxies[0].URL()+"/vault/keys", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer kbadm_bench")
-		var key struct {
-			VaultKey string `json:"vault_key"`
-		}
-		if err := b.doJSON(req, &key); err != nil {
+	for i, body := range []string{`{"label":"bench plain",` + benchCaps + `}`, `{"label":"bench guarded",` + benchCaps + `,"guards":` + benchGuards + `}`} {
+		_, secret, err := b.createKeyBody(ctx, body)
+		if err != nil {
 			return nil, fmt.Errorf("create bench key: %w", err)
 		}
-		keys[i] = key.VaultKey
+		keys[i] = secret
 	}
 	n := b.cfg.Requests
+	if n == 0 {
+		n = 2000
+	}
 	gc := &GuardCost{Runs: 3, Requests: n}
 	seq := int64(0)
 	for run := range gc.Runs {

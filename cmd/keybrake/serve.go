@@ -55,6 +55,7 @@ type ServeConfig struct {
 	Listen           ListenConfig  // TLS, the admin listener, limits (serve_listen.go)
 	Retention        time.Duration // --retention, KEYBRAKE_RETENTION: 0 keeps everything (retention.go)
 	RetentionEvery   time.Duration // --retention-interval, KEYBRAKE_RETENTION_INTERVAL
+	CPUProfile       string        // --cpuprofile, KEYBRAKE_CPUPROFILE (serve_profile.go)
 }
 
 // ServeMain is `keybrake serve`: ParseFlags, then Run, then Close. Tests
@@ -134,6 +135,7 @@ Environment only (secrets are kept out of the process list):
 	c.Listen.flags(fs, env)
 	vendorFlags(fs, env, &c.Vendors)
 	retentionFlags(fs, env, &c.Retention, &c.RetentionEvery)
+	profileFlags(fs, env, &c.CPUProfile)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -379,6 +381,11 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	if err := m.ParseFlags(args); err != nil {
 		return err
 	}
+	stopProfile, err := startCPUProfile(m.Config.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	if err := m.Run(ctx); err != nil {
 		m.Close()
 		return err

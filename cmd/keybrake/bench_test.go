@@ -1,0 +1,273 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	main "github.com/keybrake/keybrake/cmd/keybrake"
+)
+
+// TestMain lets `keybrake bench` start its processes from the test
+// binary: with KEYBRAKE_BENCH_CHILD set, the binary is keybrake itself.
+func TestMain(m *testing.M) {
+	if os.Getenv("KEYBRAKE_BENCH_CHILD") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := main.Run(ctx, os.Args[1:], main.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "keybrake:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// benchJSON mirrors the parts of the --json report the tests check.
+type benchJSON struct {
+	SeparateProcesses bool `json:"separate_processes"`
+	Runs              int  `json:"runs"`
+	Samples           []struct {
+		Run      int     `json:"run"`
+		Op       string  `json:"op"`
+		Path     string  `json:"path"`
+		Clients  int     `json:"clients"`
+		Requests int     `json:"requests"`
+		Errors   int     `json:"errors"`
+		PerS     float64 `json:"per_s"`
+		P50      float64 `json:"p50_us"`
+		P99      float64 `json:"p99_us"`
+		Max      float64 `json:"max_us"`
+		Offered  float64 `json:"offered_per_s"`
+	} `json:"samples"`
+	Summary []struct {
+		Op       string `json:"op"`
+		Path     string `json:"path"`
+		Clients  int    `json:"clients"`
+		Runs     int    `json:"runs"`
+		Errors   int    `json:"errors"`
+		PerS     stat   `json:"per_s"`
+		P50      stat   `json:"p50_us"`
+		P99      stat   `json:"p99_us"`
+		Max      stat   `json:"max_us"`
+		AddedP50 *stat  `json:"added_p50_us"`
+		Ratio    *stat  `json:"ratio_to_direct"`
+	} `json:"summary"`
+	WorkerSamples []struct {
+		Run         int     `json:"run"`
+		Transport   string  `json:"transport"`
+		Consumer    string  `json:"consumer"`
+		Concurrency int     `json:"concurrency"`
+		Events      int     `json:"events"`
+		Done        int     `json:"done"`
+		Errors      int     `json:"errors"`
+		PerS        float64 `json:"events_per_s"`
+	} `json:"worker_samples"`
+	WorkerSummary []struct {
+		Transport   string `json:"transport"`
+		Consumer    string `json:"consumer"`
+		Concurrency int    `json:"concurrency"`
+		PerS        stat   `json:"events_per_s"`
+		Ratio       *stat  `json:"ratio_to_raw"`
+	} `json:"worker_summary"`
+	HotKeySettled string `json:"hot_key_settled_usd"`
+	HotKeyCharged string `json:"hot_key_charged_usd"`
+	CapCheck      *struct {
+		CapUSD    int  `json:"cap_usd"`
+		Succeeded int  `json:"succeeded"`
+		Upstream  int  `json:"upstream_charges"`
+		Overspend bool `json:"overspend"`
+	} `json:"cap_check"`
+	Guards *struct {
+		Runs     int       `json:"runs"`
+		Requests int       `json:"requests_per_run"`
+		Added    []float64 `json:"added_median_us"`
+	} `json:"guards"`
+	Error string `json:"error"`
+}
+
+type stat struct{ Min, Median, Max float64 }
+
+// MustBench runs keybrake bench with args and a --json file, and returns
+// the report.
+func MustBench(t *testing.T, args ...string) (benchJSON, string) {
+	t.Helper()
+	t.Setenv("KEYBRAKE_BENCH_CHILD", "1")
+	file := filepath.Join(t.TempDir(), "bench.json")
+	env, out := testEnv(nil)
+	if err := main.Run(context.Background(), append([]string{"bench", "--json", file}, args...), env); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep benchJSON
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	return rep, out.String()
+}
+
+func TestBenchHTTP(t *testing.T) {
+	html, prof := filepath.Join(t.TempDir(), "bench.html"), filepath.Join(t.TempDir(), "serve.prof")
+	rep, out := MustBench(t, "--runs", "2", "--duration", "100ms", "--warmup", "5", "--concurrency", "1,4",
+		"--ops", "get,charge,keys", "--keys", "5", "--cap-check", "5", "--html", html, "--proxy-cpuprofile", prof)
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Fatalf("serve's CPU profile: %v", err)
+	}
+	if !rep.SeparateProcesses || rep.Runs != 2 || rep.Error != "" {
+		t.Fatalf("report: processes %v, runs %d, error %q", rep.SeparateProcesses, rep.Runs, rep.Error)
+	}
+	if want := 2 * 3 * 2 * 3; len(rep.Samples) != want { // runs × ops × concurrencies × paths
+		t.Fatalf("%d samples, want %d", len(rep.Samples), want)
+	}
+	for _, s := range rep.Samples {
+		if s.Errors != 0 || s.Requests == 0 || s.PerS <= 0 || s.P50 <= 0 || s.P99 < s.P50 || s.Max < s.P99 {
+			t.Fatalf("bad sample %+v", s)
+		}
+	}
+	if len(rep.Summary) != 3*2*3 {
+		t.Fatalf("%d summary rows", len(rep.Summary))
+	}
+	for _, r := range rep.Summary {
+		if r.Runs != 2 || r.Errors != 0 || r.PerS.Min <= 0 || r.PerS.Min > r.PerS.Median || r.PerS.Median > r.PerS.Max {
+			t.Fatalf("bad summary row %+v", r)
+		}
+		if (r.Path == "direct") != (r.Ratio == nil) || (r.Ratio != nil && r.AddedP50 == nil) {
+			t.Fatalf("row %s/%s: ratio %v, added %v", r.Op, r.Path, r.Ratio, r.AddedP50)
+		}
+	}
+	// The ratio is computed run by run against the direct path of the same run.
+	var ratios []float64
+	for _, s := range rep.Samples {
+		if s.Op == "charge" && s.Path == "keybrake" && s.Clients == 4 {
+			for _, d := range rep.Samples {
+				if d.Op == s.Op && d.Path == "direct" && d.Clients == s.Clients && d.Run == s.Run {
+					ratios = append(ratios, s.PerS/d.PerS)
+				}
+			}
+		}
+	}
+	for _, r := range rep.Summary {
+		if r.Op == "charge" && r.Path == "keybrake" && r.Clients == 4 {
+			lo, hi := min(ratios[0], ratios[1]), max(ratios[0], ratios[1])
+			if len(ratios) != 2 || !near(r.Ratio.Min, lo) || !near(r.Ratio.Max, hi) {
+				t.Fatalf("ratio %+v, per run %v", r.Ratio, ratios)
+			}
+		}
+	}
+	if rep.HotKeySettled != rep.HotKeyCharged || rep.HotKeySettled == "0.00" {
+		t.Fatalf("hot key settled $%s for $%s charged", rep.HotKeySettled, rep.HotKeyCharged)
+	}
+	if c := rep.CapCheck; c == nil || c.Succeeded != 5 || c.Upstream != 5 || c.Overspend {
+		t.Fatalf("cap check %+v", c)
+	}
+	for _, want := range []string{"capped charge, one hot key", "spread over 5 keys", "keybrake", "bare proxy", "×direct"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("table lacks %q:\n%s", want, out)
+		}
+	}
+	page, err := os.ReadFile(html)
+	if err != nil || strings.Count(string(page), "<svg") != 9 || !strings.Contains(string(page), "</html>") {
+		t.Fatalf("html: %v, %d charts", err, strings.Count(string(page), "<svg"))
+	}
+}
+
+func TestBenchWorker(t *testing.T) {
+	rep, out := MustBench(t, "--runs", "1", "--concurrency", "4", "--ops", "worker", "--events", "40", "--cap-check", "0")
+	if len(rep.WorkerSamples) != 2*3 {
+		t.Fatalf("%d worker samples:\n%s", len(rep.WorkerSamples), out)
+	}
+	perS := map[string]float64{}
+	for _, s := range rep.WorkerSamples {
+		if s.Errors != 0 || s.Done != 40 || s.Events != 40 || s.PerS <= 0 || s.Concurrency != 4 {
+			t.Fatalf("bad worker sample %+v", s)
+		}
+		perS[s.Transport+"/"+s.Consumer] = s.PerS
+	}
+	for _, r := range rep.WorkerSummary {
+		if r.Consumer != "billing worker" {
+			continue
+		}
+		want := perS[r.Transport+"/billing worker"] / perS[r.Transport+"/raw consumer"]
+		if r.Ratio == nil || !near(r.Ratio.Median, want) {
+			t.Fatalf("%s: ratio %+v, want %.3f from the same run", r.Transport, r.Ratio, want)
+		}
+	}
+	if !strings.Contains(out, "nsq") || !strings.Contains(out, "jetstream") || !strings.Contains(out, "×raw") {
+		t.Fatalf("table:\n%s", out)
+	}
+}
+
+func TestBenchInProcess(t *testing.T) {
+	rep, _ := MustBench(t, "--in-process", "--runs", "1", "--duration", "50ms", "--requests", "10", "--warmup", "2", "--concurrency", "2",
+		"--ops", "get,guards", "--cap-check", "3")
+	if rep.SeparateProcesses || len(rep.Samples) != 3 || rep.CapCheck == nil || rep.CapCheck.Succeeded != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, s := range rep.Samples {
+		if s.Requests > 10 || s.Errors != 0 {
+			t.Fatalf("--requests 10: %+v", s)
+		}
+	}
+	if g := rep.Guards; g == nil || g.Runs != 3 || g.Requests != 10 || len(g.Added) != 3 {
+		t.Fatalf("guards %+v", g)
+	}
+}
+
+func TestBenchOpenLoop(t *testing.T) {
+	rep, out := MustBench(t, "--in-process", "--runs", "1", "--duration", "300ms", "--warmup", "2", "--concurrency", "4",
+		"--ops", "get", "--rate", "100", "--cap-check", "0")
+	for _, s := range rep.Samples {
+		// 30 requests scheduled in 300 ms; every one is sent, however late.
+		if s.Errors != 0 || s.Requests != 30 || s.Offered != 100 {
+			t.Fatalf("sample %+v", s)
+		}
+	}
+	if !strings.Contains(out, "open loop at 100 requests/s") {
+		t.Fatalf("table:\n%s", out)
+	}
+}
+
+func TestBenchFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--replicas", "2"},
+		{"--store", "postgres"},
+		{"--store", "mysql"},
+		{"--ops", "charge,nope"},
+		{"--runs", "0"},
+		{"--concurrency", "0"},
+		{"--in-process", "--proxy-cpuprofile", "x.prof"},
+		{"--worker-via", "stripe"},
+		{"--rate", "-1"},
+	} {
+		env, out := testEnv(nil)
+		if err := main.Run(context.Background(), append([]string{"bench"}, args...), env); err == nil || !strings.Contains(err.Error(), "invalid --") {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+func TestBenchRedactsDSN(t *testing.T) {
+	got := main.RedactCommand([]string{"keybrake", "bench", "--dsn", "postgres://kb:s3cret@db:5432/kb", "--db=postgresql://u:pw@h/d", "--keys", "5"})
+	if strings.Contains(got, "s3cret") || strings.Contains(got, ":pw@") || !strings.Contains(got, "postgres://kb:xxxxx@db:5432/kb") || !strings.Contains(got, "--keys 5") {
+		t.Fatal(got)
+	}
+}
+
+func TestBenchChildEnv(t *testing.T) {
+	got := strings.Join(main.ChildEnv([]string{"PATH=/bin", "KEYBRAKE_ADMIN_ADDR=127.0.0.1:1", "STRIPE_SECRET_KEY=sk_live_x", "KEYBRAKE_BENCH_CHILD=1", "HOME=/root"}), " ")
+	if got != "PATH=/bin KEYBRAKE_BENCH_CHILD=1 HOME=/root" {
+		t.Fatal(got)
+	}
+}

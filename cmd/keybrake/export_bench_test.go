@@ -1,0 +1,7 @@
+package main
+
+// RedactCommand exposes redactCommand to the external tests.
+var RedactCommand = redactCommand
+
+// ChildEnv exposes childEnv to the external tests.
+var ChildEnv = childEnv
