@@ -24,6 +24,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ import (
 	gonsq "github.com/nsqio/go-nsq"
 	stripego "github.com/stripe/stripe-go/v82"
 
+	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/billing"
 	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/jetstream"
@@ -69,16 +71,26 @@ func TestWorkerThroughput(t *testing.T) {
 	h.n = n
 	for r := range rounds {
 		for _, p := range phases {
+			c0, f0, s0, p0 := h.tl.claim.Load(), h.tl.finish.Load(), h.tc.charge.Load(), h.tc.process.Load()
 			stop := h.profile(r, p.name)
 			d := p.run(r)
 			stop()
 			rate := float64(n) / d.Seconds()
+			if strings.HasSuffix(p.name, "worker") {
+				per := func(v int64) time.Duration { return time.Duration(v / int64(n)) }
+				t.Logf("per event: process %s claim %s charge %s finish %s", per(h.tc.process.Load()-p0), per(h.tl.claim.Load()-c0), per(h.tc.charge.Load()-s0), per(h.tl.finish.Load()-f0))
+			}
 			rates[p.name] = append(rates[p.name], rate)
 			t.Logf("round %d %-17s %6d events in %8s: %7.0f events/s", r, p.name, n, d.Round(time.Millisecond), rate)
 		}
 		t.Logf("round %d ratios: nsq %.2f×, jetstream %.2f×", r,
 			rates["nsq-worker"][r]/rates["nsq-raw"][r], rates["jetstream-worker"][r]/rates["jetstream-raw"][r])
 	}
+	// Exactly once: one charge per event, whatever was redelivered.
+	if got, want := len(h.sim.GroundTruth().Charges), h.published.Load(); int64(got) != want {
+		t.Errorf("the simulator holds %d charges for %d events", got, want)
+	}
+	t.Logf("%d worker deliveries were not acknowledged and came back", h.retries.Load())
 	t.Logf("concurrency %d, %d events per phase, %d rounds; min / median / max", benchConcurrency, n, rounds)
 	for _, p := range phases {
 		t.Logf("%-17s events/s %s", p.name, minMedMax(rates[p.name]))
@@ -104,6 +116,12 @@ type workerBench struct {
 	simURL string
 	proc   *billing.Processor
 	stripe *stripego.Client
+	tl     *timedLedger
+	sim    *stripesim.Server
+	// published counts the events published; retries the worker's
+	// deliveries that were not acknowledged.
+	published, retries atomic.Int64
+	tc     *timedCharger
 	seq    atomic.Int64
 }
 
@@ -138,19 +156,31 @@ func newWorkerBench(t *testing.T, n int) *workerBench {
 		t.Fatal(err)
 	}
 
-	_, h.simURL = kbtest.Simulator(t, stripesim.Options{})
-	h.proc = &billing.Processor{Ledger: kbtest.SQLite(t, "ledger.db"), Namespace: "bench", Owner: "bench",
-		Charger: &billing.StripeCharger{BaseURL: h.simURL, Key: "sk_test_bench"}}
-	// The raw consumer's client: stripe-go as its README sets it up, once.
+	h.sim, h.simURL = kbtest.Simulator(t, stripesim.Options{})
+	h.tl = &timedLedger{Ledger: kbtest.SQLite(t, "ledger.db")}
+	h.tc = &timedCharger{Charger: &billing.StripeCharger{BaseURL: h.simURL, Key: "sk_test_bench"}}
+	h.proc = &billing.Processor{Ledger: h.tl, Namespace: "bench", Owner: "bench", Charger: h.tc}
+	// The raw consumer's client: one stripe-go client for the run, with
+	// as many idle connections per host as the worker's charger keeps, so
+	// neither opens a connection per call (http.DefaultTransport keeps
+	// two; KEYBRAKE_WORKER_BENCH_RAW_TRANSPORT=default gives the raw
+	// consumer that instead).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
+	if os.Getenv("KEYBRAKE_WORKER_BENCH_RAW_TRANSPORT") == "default" {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
 	h.stripe = stripego.NewClient("sk_test_bench", stripego.WithBackends(stripego.NewBackendsWithConfig(&stripego.BackendConfig{
 		URL: stripego.String(h.simURL), MaxNetworkRetries: stripego.Int64(0),
-		LeveledLogger: &stripego.LeveledLogger{Level: stripego.LevelNull}, HTTPClient: &http.Client{Timeout: 30 * time.Second},
+		LeveledLogger: &stripego.LeveledLogger{Level: stripego.LevelNull}, HTTPClient: hc,
 	})))
 	return h
 }
 
 // bodies returns h.n new events, unique across the run.
 func (h *workerBench) bodies() [][]byte {
+	h.published.Add(int64(h.n))
 	out := make([][]byte, h.n)
 	for i := range out {
 		out[i] = []byte(EventJSON(fmt.Sprintf("cus_bench_%d", h.seq.Add(1)), "2026-11", 1000+int64(i%100)))
@@ -234,7 +264,7 @@ func (h *workerBench) nsqWorker(round int) time.Duration {
 			if r.Verb == knsq.VerbFinish {
 				done.add()
 			} else {
-				h.t.Errorf("nsq worker: %s %+v", r.Verb, r.Result)
+				h.retried(r.Result)
 			}
 		}}
 	start := time.Now()
@@ -310,11 +340,13 @@ func (h *workerBench) jsWorker(round int) time.Duration {
 	stream := h.jsStream("WORKER", round)
 	done := counter(h.n)
 	w := &jetstream.Worker{JS: h.js, Stream: stream, Durable: "billing", Handler: jetstream.HandlerFunc(func(ctx context.Context, body []byte) billing.Result {
+		t0 := time.Now()
 		res := h.proc.Process(ctx, body)
+		h.tc.process.Add(int64(time.Since(t0)))
 		if res.Action == billing.ActionAck {
 			done.add()
 		} else {
-			h.t.Errorf("jetstream worker: %+v", res)
+			h.retried(res)
 		}
 		return res
 	}), Start: jetstream.StartPolicy{Deliver: jetstream.DeliverAll}, DeadLetterSubject: "dead", Concurrency: benchConcurrency}
@@ -325,6 +357,14 @@ func (h *workerBench) jsWorker(round int) time.Duration {
 	d := done.wait(h.t, start)
 	w.Close()
 	return d
+}
+
+// retried counts a delivery the worker did not acknowledge; it comes back,
+// and the ledger charges it once.
+func (h *workerBench) retried(res billing.Result) {
+	if h.retries.Add(1) <= 5 {
+		h.t.Logf("not acknowledged (redelivered later): %s %s: %s", res.Outcome, res.Action, res.Reason)
+	}
 }
 
 // profile writes a CPU profile of one phase of the first round when
@@ -395,4 +435,33 @@ func minMedMaxf(v []float64, f string) string {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return fmt.Sprintf(f+" / "+f+" / "+f, s[0], s[len(s)/2], s[len(s)-1])
+}
+
+// timedLedger and timedCharger add up where a worker's time goes.
+type timedLedger struct {
+	keybrake.Ledger
+	claim, finish atomic.Int64
+}
+
+func (l *timedLedger) Claim(ctx context.Context, a keybrake.ClaimArgs) (*keybrake.ClaimResult, error) {
+	t := time.Now()
+	defer func() { l.claim.Add(int64(time.Since(t))) }()
+	return l.Ledger.Claim(ctx, a)
+}
+
+func (l *timedLedger) Finish(ctx context.Context, a keybrake.FinishArgs) (*keybrake.LedgerEntry, error) {
+	t := time.Now()
+	defer func() { l.finish.Add(int64(time.Since(t))) }()
+	return l.Ledger.Finish(ctx, a)
+}
+
+type timedCharger struct {
+	billing.Charger
+	charge, process atomic.Int64
+}
+
+func (c *timedCharger) Charge(ctx context.Context, r billing.ChargeRequest) (billing.ChargeResult, error) {
+	t := time.Now()
+	defer func() { c.charge.Add(int64(time.Since(t))) }()
+	return c.Charger.Charge(ctx, r)
 }

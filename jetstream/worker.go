@@ -66,8 +66,9 @@ type Worker struct {
 	DeadLetterSubject string
 
 	// Concurrency is the number of messages handled at once; 0 means 1.
-	// Each goroutine fetches one message at a time, so no message waits
-	// unattended in a client buffer while its AckWait runs.
+	// The Worker pulls only as many messages as it has idle handlers, so no
+	// message waits unattended in a client buffer while its AckWait runs
+	// (dispatch.go).
 	Concurrency int
 	// FetchWait bounds one pull request; 0 means DefaultFetchWait.
 	FetchWait time.Duration
@@ -133,9 +134,12 @@ func (w *Worker) Open(ctx context.Context) error {
 	w.handlerCtx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	go w.recordFloors()
 	w.kickFloor()
+	msgs, idle := make(chan jsapi.Msg), make(chan struct{}, w.Concurrency)
+	w.wg.Add(1 + w.Concurrency)
+	go w.dispatch(msgs, idle)
 	for range w.Concurrency {
-		w.wg.Add(1)
-		go w.fetchLoop()
+		idle <- struct{}{}
+		go w.handleLoop(msgs, idle)
 	}
 	w.Logger.Info("jetstream worker started", "stream", w.Stream, "durable", w.Durable, "subject", w.Subject,
 		"ack_wait", w.ackWait, "max_deliver", w.maxDeliver, "concurrency", w.Concurrency)
@@ -228,32 +232,6 @@ func (w *Worker) Close() error {
 	return nil
 }
 
-// fetchLoop fetches and handles one message at a time until Close.
-func (w *Worker) fetchLoop() {
-	defer w.wg.Done()
-	for {
-		select {
-		case <-w.stop:
-			return
-		default:
-		}
-		cons, _, _ := w.current()
-		msg, err := w.next(cons)
-		if err != nil {
-			if errors.Is(err, jsapi.ErrConsumerDeleted) || errors.Is(err, jsapi.ErrConsumerNotFound) || w.gone(cons, err) {
-				w.rebind(cons)
-				continue
-			}
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jsapi.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-				w.Logger.Warn("jetstream fetch", "stream", w.Stream, "durable", w.Durable, "err", err)
-				w.pause(time.Second)
-			}
-			continue
-		}
-		w.handle(msg)
-	}
-}
-
 // gone reports whether an idle fetch (a timeout, no messages) was idle
 // because the durable is gone: a durable deleted while no pull request was
 // pending never answers one with "consumer deleted", so every later pull
@@ -272,20 +250,6 @@ func (w *Worker) gone(cons jsapi.Consumer, err error) bool {
 	defer cancel()
 	_, ierr := cons.Info(ctx)
 	return errors.Is(ierr, jsapi.ErrConsumerNotFound) || errors.Is(ierr, jsapi.ErrConsumerDeleted)
-}
-
-// next fetches one message, giving up after FetchWait or at Close.
-func (w *Worker) next(cons jsapi.Consumer) (jsapi.Msg, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.FetchWait)
-	defer cancel()
-	go func() {
-		select {
-		case <-w.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return cons.Next(jsapi.FetchContext(ctx))
 }
 
 // pause waits d or until Close.
