@@ -8,7 +8,9 @@ package billing_test
 //	KEYBRAKE_WORKER_BENCH=1 go test -run TestWorkerThroughput -v -timeout 30m ./billing/
 //
 // Environment: KEYBRAKE_WORKER_BENCH_EVENTS (events per phase, default
-// 5000), KEYBRAKE_WORKER_BENCH_ROUNDS (default 3), and
+// 5000), KEYBRAKE_WORKER_BENCH_ROUNDS (default 3),
+// KEYBRAKE_WORKER_BENCH_LEDGER=postgres for a PostgreSQL ledger (under
+// scripts/pg run -- …) instead of SQLite, and
 // KEYBRAKE_WORKER_BENCH_PROFILE=dir to write a CPU profile of each phase of
 // the first round (dir/nsq-worker.pprof…; read with go tool pprof -top).
 // Phases run interleaved, so a busy neighbour slows all of them alike; the
@@ -121,8 +123,8 @@ type workerBench struct {
 	// published counts the events published; retries the worker's
 	// deliveries that were not acknowledged.
 	published, retries atomic.Int64
-	tc     *timedCharger
-	seq    atomic.Int64
+	tc                 *timedCharger
+	seq                atomic.Int64
 }
 
 func newWorkerBench(t *testing.T, n int) *workerBench {
@@ -157,7 +159,11 @@ func newWorkerBench(t *testing.T, n int) *workerBench {
 	}
 
 	h.sim, h.simURL = kbtest.Simulator(t, stripesim.Options{})
-	h.tl = &timedLedger{Ledger: kbtest.SQLite(t, "ledger.db")}
+	var ledger keybrake.Ledger = kbtest.SQLite(t, "ledger.db")
+	if os.Getenv("KEYBRAKE_WORKER_BENCH_LEDGER") == "postgres" {
+		ledger = kbtest.Postgres(t)
+	}
+	h.tl = &timedLedger{Ledger: ledger}
 	h.tc = &timedCharger{Charger: &billing.StripeCharger{BaseURL: h.simURL, Key: "sk_test_bench"}}
 	h.proc = &billing.Processor{Ledger: h.tl, Namespace: "bench", Owner: "bench", Charger: h.tc}
 	// The raw consumer's client: one stripe-go client for the run, with
@@ -390,7 +396,7 @@ func (h *workerBench) profile(round int, phase string) (stop func()) {
 // count signals when n events were handled.
 type count struct {
 	left atomic.Int64
-	done    chan struct{}
+	done chan struct{}
 }
 
 func counter(n int) *count {

@@ -12,6 +12,7 @@ import (
 	jsapi "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/keybrake/keybrake/billing"
+	"github.com/keybrake/keybrake/internal/every"
 )
 
 // Defaults of Worker's zero fields.
@@ -326,28 +327,16 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, msg jsapi.Msg
 	w.kickFloor()
 }
 
-// keepInProgress sends InProgress every AckWait/3 until stop is called.
+// keepInProgress sends InProgress every AckWait/3 until stop is called,
+// on a timer rather than a goroutine of its own (internal/every).
 func (w *Worker) keepInProgress(msg jsapi.Msg, ackWait time.Duration) (stop func()) {
-	every := ackWait / 3
-	if every <= 0 {
-		every = time.Second
+	d := ackWait / 3
+	if d <= 0 {
+		d = time.Second
 	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := msg.InProgress(); err != nil {
-					w.Logger.Warn("jetstream in-progress failed", "subject", msg.Subject(), "err", err)
-				}
-			}
+	return every.Start(d, func() {
+		if err := msg.InProgress(); err != nil {
+			w.Logger.Warn("jetstream in-progress failed", "subject", msg.Subject(), "err", err)
 		}
-	}()
-	return func() { close(done); <-finished }
+	})
 }
