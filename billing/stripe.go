@@ -29,9 +29,11 @@ type StripeCharger struct {
 	BaseURL string
 	// Key is a vault key (vault_key_…) or a Stripe secret key.
 	Key string
-	// HTTPClient makes the requests; nil means a client with a 30 s
-	// timeout. A timeout is a transient failure: the charge may exist, and
-	// the retry with the same key finds it.
+	// HTTPClient makes the requests; nil means HTTPClient(30 * time.Second).
+	// A client on http.DefaultTransport keeps only two idle connections
+	// per host, so a worker handling 16 events at once would open a
+	// connection for most calls. A timeout is a transient failure: the
+	// charge may exist, and the retry with the same key finds it.
 	HTTPClient *http.Client
 
 	mu        sync.Mutex
@@ -58,7 +60,14 @@ var defaultTransport = func() *http.Transport {
 }()
 
 // defaultHTTPClient is the HTTPClient of a StripeCharger without one.
-var defaultHTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: defaultTransport}
+var defaultHTTPClient = HTTPClient(30 * time.Second)
+
+// HTTPClient returns a client for a StripeCharger with the given timeout,
+// on a transport shared by every such client that keeps enough idle
+// connections for a worker's concurrent calls.
+func HTTPClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: defaultTransport}
+}
 
 // client returns a stripe-go client that never retries by itself: the
 // Processor owns retries, and each one is claimed in the ledger first. The
