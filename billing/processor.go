@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/internal/every"
 )
 
 // Defaults of the Processor.
@@ -297,36 +298,22 @@ func pick(found []ChargeResult) (ChargeResult, bool) {
 	return ChargeResult{}, false
 }
 
-// keepLease extends the lease every ExtendEvery until stop is called.
+// keepLease extends the lease every ExtendEvery until stop is called, on
+// a timer rather than a goroutine of its own (internal/every).
 func (a *attempt) keepLease(ctx context.Context) (stop func()) {
-	every := a.p.ExtendEvery
-	if every <= 0 {
-		every = a.p.lease() / 3
+	d := a.p.ExtendEvery
+	if d <= 0 {
+		d = a.p.lease() / 3
 	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				now := a.p.now()
-				if _, err := a.p.Ledger.Extend(ctx, a.key, a.owner, now, now.Add(a.p.lease())); err != nil && a.p.Logger != nil {
-					a.p.Logger.Warn("billing: cannot extend the lease", "key", a.key, "owner", a.owner, "err", err)
-				}
-			}
+	return every.Start(d, func() {
+		if ctx.Err() != nil {
+			return
 		}
-	}()
-	return func() {
-		close(done)
-		<-finished
-	}
+		now := a.p.now()
+		if _, err := a.p.Ledger.Extend(ctx, a.key, a.owner, now, now.Add(a.p.lease())); err != nil && a.p.Logger != nil {
+			a.p.Logger.Warn("billing: cannot extend the lease", "key", a.key, "owner", a.owner, "err", err)
+		}
+	})
 }
 
 // finish records a final state. If the ledger cannot record it, the message

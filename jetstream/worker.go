@@ -12,6 +12,7 @@ import (
 	jsapi "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/keybrake/keybrake/billing"
+	"github.com/keybrake/keybrake/internal/every"
 )
 
 // Defaults of Worker's zero fields.
@@ -66,8 +67,9 @@ type Worker struct {
 	DeadLetterSubject string
 
 	// Concurrency is the number of messages handled at once; 0 means 1.
-	// Each goroutine fetches one message at a time, so no message waits
-	// unattended in a client buffer while its AckWait runs.
+	// The Worker pulls only as many messages as it has idle handlers, so no
+	// message waits unattended in a client buffer while its AckWait runs
+	// (dispatch.go).
 	Concurrency int
 	// FetchWait bounds one pull request; 0 means DefaultFetchWait.
 	FetchWait time.Duration
@@ -133,9 +135,12 @@ func (w *Worker) Open(ctx context.Context) error {
 	w.handlerCtx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	go w.recordFloors()
 	w.kickFloor()
+	msgs, idle := make(chan jsapi.Msg), make(chan struct{}, w.Concurrency)
+	w.wg.Add(1 + w.Concurrency)
+	go w.dispatch(msgs, idle)
 	for range w.Concurrency {
-		w.wg.Add(1)
-		go w.fetchLoop()
+		idle <- struct{}{}
+		go w.handleLoop(msgs, idle)
 	}
 	w.Logger.Info("jetstream worker started", "stream", w.Stream, "durable", w.Durable, "subject", w.Subject,
 		"ack_wait", w.ackWait, "max_deliver", w.maxDeliver, "concurrency", w.Concurrency)
@@ -228,32 +233,6 @@ func (w *Worker) Close() error {
 	return nil
 }
 
-// fetchLoop fetches and handles one message at a time until Close.
-func (w *Worker) fetchLoop() {
-	defer w.wg.Done()
-	for {
-		select {
-		case <-w.stop:
-			return
-		default:
-		}
-		cons, _, _ := w.current()
-		msg, err := w.next(cons)
-		if err != nil {
-			if errors.Is(err, jsapi.ErrConsumerDeleted) || errors.Is(err, jsapi.ErrConsumerNotFound) || w.gone(cons, err) {
-				w.rebind(cons)
-				continue
-			}
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jsapi.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-				w.Logger.Warn("jetstream fetch", "stream", w.Stream, "durable", w.Durable, "err", err)
-				w.pause(time.Second)
-			}
-			continue
-		}
-		w.handle(msg)
-	}
-}
-
 // gone reports whether an idle fetch (a timeout, no messages) was idle
 // because the durable is gone: a durable deleted while no pull request was
 // pending never answers one with "consumer deleted", so every later pull
@@ -272,20 +251,6 @@ func (w *Worker) gone(cons jsapi.Consumer, err error) bool {
 	defer cancel()
 	_, ierr := cons.Info(ctx)
 	return errors.Is(ierr, jsapi.ErrConsumerNotFound) || errors.Is(ierr, jsapi.ErrConsumerDeleted)
-}
-
-// next fetches one message, giving up after FetchWait or at Close.
-func (w *Worker) next(cons jsapi.Consumer) (jsapi.Msg, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.FetchWait)
-	defer cancel()
-	go func() {
-		select {
-		case <-w.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return cons.Next(jsapi.FetchContext(ctx))
 }
 
 // pause waits d or until Close.
@@ -362,28 +327,16 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, msg jsapi.Msg
 	w.kickFloor()
 }
 
-// keepInProgress sends InProgress every AckWait/3 until stop is called.
+// keepInProgress sends InProgress every AckWait/3 until stop is called,
+// on a timer rather than a goroutine of its own (internal/every).
 func (w *Worker) keepInProgress(msg jsapi.Msg, ackWait time.Duration) (stop func()) {
-	every := ackWait / 3
-	if every <= 0 {
-		every = time.Second
+	d := ackWait / 3
+	if d <= 0 {
+		d = time.Second
 	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := msg.InProgress(); err != nil {
-					w.Logger.Warn("jetstream in-progress failed", "subject", msg.Subject(), "err", err)
-				}
-			}
+	return every.Start(d, func() {
+		if err := msg.InProgress(); err != nil {
+			w.Logger.Warn("jetstream in-progress failed", "subject", msg.Subject(), "err", err)
 		}
-	}()
-	return func() { close(done); <-finished }
+	})
 }

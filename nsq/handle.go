@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	gonsq "github.com/nsqio/go-nsq"
 
 	"github.com/keybrake/keybrake/billing"
+	"github.com/keybrake/keybrake/internal/every"
 )
 
 // handleMessage is go-nsq's handler: it runs Handler under TOUCH keepalives
@@ -43,26 +43,7 @@ func (w *Worker) process(ctx context.Context, body []byte) (res billing.Result) 
 // keepAlive TOUCHes m every MsgTimeout/3 until the returned stop is called,
 // which returns once no TOUCH can be sent any more.
 func (w *Worker) keepAlive(m *gonsq.Message) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(w.MsgTimeout / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				m.Touch()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+	return every.Start(w.MsgTimeout/3, m.Touch)
 }
 
 // respond answers nsqd for m from res.

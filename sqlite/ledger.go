@@ -4,16 +4,20 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/keybrake/keybrake"
 )
 
-// The billing ledger. Every method that changes an entry runs in one write
-// transaction on the single writer (BEGIN IMMEDIATE), so reading the entry,
-// deciding with the shared state machine (keybrake.ClaimArgs.Apply…) and
-// writing the result never interleave with another claim, in this process
-// or another one on the same file.
+// The billing ledger. Every method that changes an entry runs on the single
+// writer (BEGIN IMMEDIATE) inside the group commit of batch.go, in a
+// savepoint of its own: reading the entry, deciding with the shared state
+// machine (keybrake.ClaimArgs.Apply…) and writing the result never
+// interleave with another claim, in this process or another one on the same
+// file, and each method returns only after the commit that made its change
+// durable. Concurrent workers' claims and finishes share that commit, and
+// the statements are prepared once per Store.
 
 var _ keybrake.Ledger = (*Store)(nil)
 
@@ -23,38 +27,41 @@ const ledgerColumns = `key, state, amount, currency, customer, fingerprint, char
 const conflictColumns = `id, key, fingerprint, amount, currency, customer, reason, deliveries, created_at, updated_at`
 
 // Claim inserts or takes over the entry of args.Entry.Key; see
-// keybrake.Ledger.
+// keybrake.Ledger. It joins the group commit (batch.go): concurrent claims
+// and finishes share one transaction, and Claim returns only once that
+// transaction committed, so the lease is durable before Stripe is called.
 func (s *Store) Claim(ctx context.Context, args keybrake.ClaimArgs) (*keybrake.ClaimResult, error) {
 	if err := args.Validate(); err != nil {
 		return nil, err
 	}
-	tx, err := s.beginWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-
 	key := args.Entry.Key
-	cur, err := findEntry(ctx, tx, key)
-	if err != nil && keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
-		return nil, wrap(err, "claim %s", key)
-	}
-	res := &keybrake.ClaimResult{Entry: cur}
-	if c, ok := args.Conflicts(cur); ok {
-		if res.Conflict, err = addConflict(ctx, tx, c); err != nil {
-			return nil, wrap(err, "claim %s: record conflict", key)
+	var res *keybrake.ClaimResult
+	// Statements of a batch run to the end whatever the caller's context:
+	// one interrupted would roll back the others' writes (batch.go).
+	wctx := context.WithoutCancel(ctx)
+	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		cur, err := s.findEntry(wctx, tx, key)
+		if err != nil && keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
+			return err
 		}
-	} else {
+		res = &keybrake.ClaimResult{Entry: cur}
+		if c, ok := args.Conflicts(cur); ok {
+			if res.Conflict, err = addConflict(wctx, tx, c); err != nil {
+				return fmt.Errorf("record conflict: %w", err)
+			}
+			return nil
+		}
 		next, claimed := args.Apply(cur)
 		if next != nil {
-			if err := putEntry(ctx, tx, next); err != nil {
-				return nil, wrap(err, "claim %s", key)
+			if err := s.putEntry(wctx, tx, next); err != nil {
+				return err
 			}
 			res.Entry = normEntry(next)
 		}
 		res.Claimed = claimed
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, wrap(err, "claim %s", key)
 	}
 	return res, nil
@@ -82,33 +89,35 @@ func (s *Store) Release(ctx context.Context, key, owner, reason string, now time
 	})
 }
 
-// update applies fn to the entry of key in one write transaction. fn
-// returns nil to leave the entry as it is.
+// update applies fn to the entry of key in the group commit (batch.go),
+// returning once the change is durable. fn returns nil to leave the entry
+// as it is.
 func (s *Store) update(ctx context.Context, key, what string, fn func(*keybrake.LedgerEntry) (*keybrake.LedgerEntry, error)) (*keybrake.LedgerEntry, error) {
-	tx, err := s.beginWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-
-	cur, err := findEntry(ctx, tx, key)
+	var out *keybrake.LedgerEntry
+	wctx := context.WithoutCancel(ctx) // as in Claim
+	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		cur, err := s.findEntry(wctx, tx, key)
+		if err != nil {
+			return err
+		}
+		next, err := fn(cur)
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			out = cur
+			return nil
+		}
+		if err := s.putEntry(wctx, tx, next); err != nil {
+			return err
+		}
+		out = normEntry(next)
+		return nil
+	})
 	if err != nil {
 		return nil, wrap(err, "%s ledger entry %s", what, key)
 	}
-	next, err := fn(cur)
-	if err != nil {
-		return nil, err
-	}
-	if next == nil {
-		return cur, nil
-	}
-	if err := putEntry(ctx, tx, next); err != nil {
-		return nil, wrap(err, "%s ledger entry %s", what, key)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, wrap(err, "%s ledger entry %s", what, key)
-	}
-	return normEntry(next), nil
+	return out, nil
 }
 
 // FindEntry returns the entry of key; see keybrake.Ledger.
@@ -197,17 +206,23 @@ func pageLimit(n int) (int, error) {
 	return n, nil
 }
 
-func findEntry(ctx context.Context, tx *sql.Tx, key string) (*keybrake.LedgerEntry, error) {
-	return scanEntry(tx.QueryRowContext(ctx, `SELECT `+ledgerColumns+` FROM ledger_entries WHERE key = ?`, key))
-}
-
-// putEntry writes every column of e, inserting it if it is new.
-func putEntry(ctx context.Context, tx *sql.Tx, e *keybrake.LedgerEntry) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (`+ledgerColumns+`)
+const (
+	qFindEntry = `SELECT ` + ledgerColumns + ` FROM ledger_entries WHERE key = ?`
+	qPutEntry  = `INSERT INTO ledger_entries (` + ledgerColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET state = excluded.state, charge_id = excluded.charge_id,
 			reason = excluded.reason, attempts = excluded.attempts, lease_owner = excluded.lease_owner,
-			lease_until = excluded.lease_until, updated_at = excluded.updated_at`,
+			lease_until = excluded.lease_until, updated_at = excluded.updated_at`
+)
+
+// findEntry reads the entry of key in tx, through the prepared statement.
+func (s *Store) findEntry(ctx context.Context, tx *sql.Tx, key string) (*keybrake.LedgerEntry, error) {
+	return scanEntry(s.txQueryRow(ctx, tx, qFindEntry, key))
+}
+
+// putEntry writes every column of e, inserting it if it is new.
+func (s *Store) putEntry(ctx context.Context, tx *sql.Tx, e *keybrake.LedgerEntry) error {
+	_, err := s.txExec(ctx, tx, qPutEntry,
 		e.Key, e.State, e.Amount, e.Currency, e.Customer, e.Fingerprint, e.ChargeID, e.Reason, e.Attempts,
 		e.LeaseOwner, ledgerMicros(e.LeaseUntil), ledgerMicros(e.FirstAttemptAt), ledgerMicros(e.CreatedAt), ledgerMicros(e.UpdatedAt))
 	return err

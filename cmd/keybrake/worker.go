@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -213,7 +212,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	m.Processor = &billing.Processor{
 		Ledger: ledger,
 		Charger: &billing.StripeCharger{BaseURL: strings.TrimSuffix(c.Upstream, "/"), Key: c.VaultKey,
-			HTTPClient: &http.Client{Timeout: c.StripeTimeout}},
+			HTTPClient: billing.HTTPClient(c.StripeTimeout)},
 		Namespace: c.Namespace,
 		Owner:     fmt.Sprintf("%s/%d", host, os.Getpid()),
 		Lease:     c.Lease,
