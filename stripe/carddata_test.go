@@ -77,6 +77,14 @@ func TestLooksLikePAN(t *testing.T) {
 		"42424242424242424242":    false,
 		"":                        false,
 		"pi_3MtwBwLkdIwHu7ix28a3": false,
+		// Runs inside identifiers: the billing worker's idempotency keys
+		// are kb_<namespace>_<sha256 hex>, and hex holds Luhn-valid runs.
+		"kb_acme_f4242424242424242e0": false,
+		"kb_acme_4242424242424242":    false,
+		"4242424242424242abc":         false,
+		"card:4242424242424242;":      true,
+		"(4242 4242 4242 4242)":       true,
+		"x 4242424242424242 y":        true,
 	} {
 		if got := stripe.LooksLikePAN(s); got != want {
 			t.Errorf("LooksLikePAN(%q) = %v, want %v", s, got, want)
