@@ -69,28 +69,51 @@ func (s *Server) Resolve(ctx context.Context) (int, error) {
 	return done, nil
 }
 
+// resolveOne asks the vendor whose route rsv's request took what became of
+// it, and settles it from the answer; what the vendor cannot tell yet stays
+// counted.
 func (s *Server) resolveOne(ctx context.Context, rsv *keybrake.Reservation) (bool, error) {
-	if p, ok := s.vendorFor(rsv); ok {
-		return s.resolveVendor(ctx, p, rsv) // vendor_resolve.go
+	vr := s.routeOf(rsv)
+	if vr == nil {
+		return false, s.leaveUncertain(ctx, rsv, 0, "resolver: the vendor of "+rsv.Request.Path+" is not configured on this server")
 	}
+	out, err := vr.Resolve(ctx, rsv, s.Transport)
+	if err != nil {
+		return false, s.leaveUncertain(ctx, rsv, out.Status, "resolver: "+err.Error())
+	}
+	if !out.Final {
+		return false, s.leaveUncertain(ctx, rsv, out.Status, "resolver: "+out.Reason)
+	}
+	if _, ok := vr.Vendor.(Holder); !ok {
+		return s.finishVendor(ctx, rsv, out) // vendor_resolve.go
+	}
+	args, reason := s.settleArgs(rsv, out.Status, out)
+	return true, s.finish(ctx, rsv, args, "resolver: "+reason)
+}
+
+// resolveStripe finds what became of a Stripe request whose answer was
+// lost: inside Stripe's idempotency window by replaying it byte for byte
+// with its Idempotency-Key, past it by searching for the metadata tag.
+func (s *Server) resolveStripe(ctx context.Context, rsv *keybrake.Reservation) (VendorOutcome, error) {
 	if s.Now().Sub(rsv.CreatedAt) > idempotencyWindow-time.Hour {
 		return s.resolveBySearch(ctx, rsv)
 	}
 	status, body, err := s.replay(ctx, rsv)
 	if err != nil {
-		return false, s.leaveUncertain(ctx, rsv, 0, "resolver replay failed: "+upstreamErrorKind(err))
+		return VendorOutcome{Reason: "replay failed: " + upstreamErrorKind(err)}, nil
 	}
 	out := stripe.ReadOutcome(body)
 	switch {
 	case status >= 200 && status < 300:
-		args, reason := s.outcomeArgs(rsv, status, out)
-		return true, s.finish(ctx, rsv, args, "resolver: "+reason+" by idempotent replay")
+		o := stripeOutcome(s.Rates, out)
+		o.Status, o.Reason = status, o.Reason+" by idempotent replay"
+		return o, nil
 	case status == http.StatusConflict || status == http.StatusTooManyRequests:
-		return false, s.leaveUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
+		return VendorOutcome{Status: status, Reason: fmt.Sprintf("upstream answered %d; will retry", status)}, nil
 	case status >= 400 && status < 500:
-		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateReleased, ObjectID: out.ID, UpstreamStatus: status, Now: s.Now()}, fmt.Sprintf("resolver: released, upstream answered %d", status))
+		return VendorOutcome{Final: true, State: keybrake.StateReleased, ObjectID: out.ID, Status: status, Reason: fmt.Sprintf("released, upstream answered %d", status)}, nil
 	default:
-		return false, s.leaveUncertain(ctx, rsv, status, fmt.Sprintf("resolver: upstream answered %d; will retry", status))
+		return VendorOutcome{Status: status, Reason: fmt.Sprintf("upstream answered %d; will retry", status)}, nil
 	}
 }
 
@@ -134,7 +157,7 @@ func (s *Server) roundTrip(req *http.Request) (int, []byte, error) {
 // resolveBySearch finds, past Stripe's idempotency window, the object a
 // reservation created, by the metadata keybrake attached. Only charges and
 // payment intents are searchable; others stay uncertain for an operator.
-func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation) (bool, error) {
+func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation) (VendorOutcome, error) {
 	var resource string
 	switch {
 	case strings.HasPrefix(rsv.Operation, "charges.create"):
@@ -142,14 +165,14 @@ func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation)
 	case strings.HasPrefix(rsv.Operation, "payment_intents.create"):
 		resource = "payment_intents"
 	default:
-		return false, s.leaveUncertain(ctx, rsv, 0, "resolver: past the idempotency window and not searchable; an operator must reconcile it")
+		return VendorOutcome{Reason: "past the idempotency window and not searchable; an operator must reconcile it"}, nil
 	}
 	u := *s.Upstream
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/" + resource + "/search"
 	u.RawQuery = url.Values{"query": {fmt.Sprintf("metadata['%s']:'%s'", metadataKey, rsv.IdempotencyKey)}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return false, err
+		return VendorOutcome{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+s.UpstreamKey)
 	if rsv.Request.StripeAccount != "" {
@@ -157,19 +180,20 @@ func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation)
 	}
 	status, body, err := s.roundTrip(req)
 	if err != nil || status != http.StatusOK {
-		return false, s.leaveUncertain(ctx, rsv, status, "resolver: search failed; will retry")
+		return VendorOutcome{Status: status, Reason: "search failed; will retry"}, nil
 	}
 	var result struct {
 		Data []json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &result); err != nil {
-		return false, s.leaveUncertain(ctx, rsv, status, "resolver: unreadable search result; will retry")
+		return VendorOutcome{Status: status, Reason: "unreadable search result; will retry"}, nil
 	}
 	if len(result.Data) == 0 {
-		return true, s.finish(ctx, rsv, keybrake.SettleArgs{ID: rsv.ID, State: keybrake.StateReleased, UpstreamStatus: status, Now: s.Now()}, "resolver: no object found by metadata after the idempotency window; released")
+		return VendorOutcome{Final: true, State: keybrake.StateReleased, Status: status, Reason: "no object found by metadata after the idempotency window; released"}, nil
 	}
-	args, reason := s.outcomeArgs(rsv, status, stripe.ReadOutcome(result.Data[0]))
-	return true, s.finish(ctx, rsv, args, "resolver: "+reason+" from the object found by metadata")
+	o := stripeOutcome(s.Rates, stripe.ReadOutcome(result.Data[0]))
+	o.Status, o.Reason = status, o.Reason+" from the object found by metadata"
+	return o, nil
 }
 
 // leaveUncertain keeps a reservation the resolver could not settle counted

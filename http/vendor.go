@@ -210,4 +210,7 @@ type VendorOutcome struct {
 	Currency string
 	ObjectID string
 	Reason   string
+	// Status is the upstream status the outcome was read from, 0 for none;
+	// the resolver records it on the reservation.
+	Status int
 }

@@ -7,23 +7,6 @@ import (
 	"github.com/keybrake/keybrake"
 )
 
-// resolveVendor settles a reservation of another vendor than Stripe that
-// the resolver leased (uncertain, or reserved past StaleAfter) through
-// Vendor.Resolve. What the vendor cannot tell yet stays counted.
-func (s *Server) resolveVendor(ctx context.Context, p *vendorRoute, rsv *keybrake.Reservation) (bool, error) {
-	if p == nil {
-		return false, s.leaveUncertain(ctx, rsv, 0, "resolver: the vendor of "+rsv.Request.Path+" is not configured on this server")
-	}
-	out, err := p.Resolve(ctx, rsv, s.Transport)
-	if err != nil {
-		return false, s.leaveUncertain(ctx, rsv, 0, "resolver: "+err.Error())
-	}
-	if !out.Final {
-		return false, s.leaveUncertain(ctx, rsv, 0, "resolver: "+out.Reason)
-	}
-	return s.finishVendor(ctx, rsv, out)
-}
-
 // settleVendorPrices settles held Twilio messages and calls whose price
 // Twilio has reported since: the hold was the reserved amount, the
 // settlement is the price, and the difference is released. A reservation

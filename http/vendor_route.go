@@ -69,20 +69,19 @@ func (s *Server) serveVendor(w http.ResponseWriter, r *http.Request, raw string)
 	s.proxy.serve(w, r, vr, "/"+rest)
 }
 
-// vendorFor returns the route of the vendor whose path a reservation's
-// request recorded, and whether it was another vendor's than Stripe's
-// (whose reservations record /v1/… paths); the route is nil when that
+// routeOf returns the route of the vendor whose path a reservation's
+// request recorded (Stripe's record their /v1/… API path), nil when that
 // vendor is not configured on this server.
-func (s *Server) vendorFor(rsv *keybrake.Reservation) (*vendorRoute, bool) {
+func (s *Server) routeOf(rsv *keybrake.Reservation) *vendorRoute {
 	name, _, _ := strings.Cut(strings.TrimPrefix(rsv.Request.Path, "/"), "/")
 	vr := s.vendors[name]
-	if vr == nil || name == keybrake.VendorStripe {
-		return nil, false
+	if vr == nil {
+		vr = s.stripeRoute()
 	}
 	if vr.upstream == nil {
-		return nil, true
+		return nil
 	}
-	return vr, true
+	return vr
 }
 
 // vendorSimulated reports whether the vendor's upstream is its built-in

@@ -275,12 +275,11 @@ func (v *stripeVendor) ForeignReplay(resp *http.Response) bool {
 	return resp.Header.Get("Idempotent-Replayed") == "true"
 }
 
-// Resolve is not how Stripe's reservations are resolved yet: the
-// resolver replays them byte for byte and searches by the metadata tag
-// past Stripe's window (Server.resolveOne, resolver.go). It answers not
-// final, which leaves a reservation counted.
+// Resolve finds what became of a request whose answer was lost: a replay
+// with its Idempotency-Key inside Stripe's window, a search by the metadata
+// tag past it (resolver.go).
 func (v *stripeVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, rt http.RoundTripper) (VendorOutcome, error) {
-	return VendorOutcome{Reason: "Stripe reservations are resolved by the resolver's replay"}, nil
+	return v.s.resolveStripe(ctx, rsv)
 }
 
 // WriteError writes err Stripe-shaped: {"error": {"type", "code",
