@@ -86,7 +86,7 @@ type Store struct {
 	locs    sync.Map       // key ID → *time.Location; a key's timezone never changes
 	queues  sync.Map       // key ID → *keyQueue: this process's reservations of the key, run in batches
 	settles settleQueue    // this process's settlements, run in batches
-	later   inflight.Group // settlements queued by SettleLater, not yet answered
+	later   inflight.Settlements // settlements queued by SettleLater, not yet answered
 
 	// Now fills in creation times the caller left zero (CreateKey,
 	// AddEvent). It defaults to time.Now.
@@ -139,7 +139,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // Close waits (a bounded time) for the settlements SettleLater queued,
 // then closes every connection of the pool.
 func (s *Store) Close() error {
-	s.drainLater()
+	s.later.Drain(laterDrain)
 	s.pool.Close()
 	return nil
 }

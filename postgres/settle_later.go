@@ -7,51 +7,15 @@ import (
 	"github.com/keybrake/keybrake"
 )
 
-// laterTimeout bounds one settlement queued by SettleLater: past it the
-// reservation is left reserved, counted in full, for the resolver.
-const laterTimeout = 30 * time.Second
-
 // laterDrain bounds how long Close waits for queued settlements.
 const laterDrain = 10 * time.Second
 
 var _ keybrake.LaterSettler = (*Store)(nil)
 
-// SettleLater queues a settlement to settled in this process's settlement
-// queue (settle_batch.go) and returns at once: the batch that takes it
-// commits it with the others queued meanwhile, in one keybrake_settle_batch
-// statement, so the request path pays one commit (its reservation's)
-// instead of two. Until then the reservation stays reserved and counts in
-// full; if the process dies first, the resolver settles it once stale.
-// done, if not nil, gets the outcome. Returns EINVALID for another state or
-// a negative amount.
+// SettleLater queues a settlement to settled in this process's settlement queue (settle_batch.go): the batch that takes it commits it with the others queued meanwhile, in one keybrake_settle_batch statement, so the request path pays one commit (its reservation's) instead of two. See inflight.Settlements.
 func (s *Store) SettleLater(ctx context.Context, args keybrake.SettleArgs, done func(*keybrake.Reservation, error)) error {
-	if args.State != keybrake.StateSettled {
-		return keybrake.ErrorParam("state", "Only a settlement to %q can be deferred, not %q.", keybrake.StateSettled, args.State)
-	}
-	if args.SettledMicros < 0 {
-		return keybrake.ErrorParam("settled_usd", "A settled amount cannot be negative (%s).", args.SettledMicros)
-	}
-	s.later.Add()
-	go func() {
-		defer s.later.Done()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), laterTimeout)
-		defer cancel()
-		r, err := s.Settle(ctx, args)
-		if done != nil {
-			done(r, err)
-		}
-	}()
-	return nil
+	return s.later.Settle(ctx, args, s.Settle, done)
 }
 
 // FlushSettlements waits until no settlement queued by SettleLater is left.
-func (s *Store) FlushSettlements(ctx context.Context) error {
-	return s.later.Wait(ctx)
-}
-
-// drainLater gives the queued settlements up to laterDrain to commit.
-func (s *Store) drainLater() {
-	ctx, cancel := context.WithTimeout(context.Background(), laterDrain)
-	defer cancel()
-	_ = s.later.Wait(ctx)
-}
+func (s *Store) FlushSettlements(ctx context.Context) error { return s.later.Wait(ctx) }

@@ -61,7 +61,7 @@ type Store struct {
 
 	batch *batcher // group commit of Reserve and Settle
 
-	later inflight.Group // settlements queued by SettleLater, not yet answered
+	later inflight.Settlements // settlements queued by SettleLater, not yet answered
 
 	checkpoints *checkpointer // WAL checkpoints off the writer
 }
@@ -202,7 +202,7 @@ func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 // closes both connection pools. After Close every method returns
 // EUNAVAILABLE.
 func (s *Store) Close() error {
-	s.drainLater()
+	s.later.Drain(laterDrain)
 	if s.batch != nil {
 		s.batch.close()
 	}
