@@ -118,6 +118,11 @@ func (p *proxy) authenticate(r *http.Request, v Vendor) (*keybrake.Key, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(r.Header.Values("Authorization")) > 1 {
+		// Which one a vendor's SDK, a load balancer or the upstream would
+		// read is anyone's guess: a request names one credential.
+		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "The request carries more than one Authorization header; send one.")
+	}
 	k, err := p.s.keyBySecret(r.Context(), secret)
 	if err == nil && keyVendor(k) != v.Name() {
 		return k, keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is for %s; it may not call %s.", k.Vendor, v.Name())

@@ -2,8 +2,10 @@ package http_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -176,6 +178,27 @@ func TestTwilioRefusalsInTwilioShape(t *testing.T) {
 	t.Run("ErrWrongPassword", func(t *testing.T) {
 		_, err := e.TwilioClient(t, "vault_key_nope").Api.CreateMessage(sms("+14155550123"))
 		twilioErr(t, err, 401, twilio.CodeAuthenticate)
+	})
+	t.Run("ErrTwoAuthorizationHeaders", func(t *testing.T) {
+		// The first names a valid vault key: the second must not ride along
+		// to whoever reads the last one.
+		basic := func(pw string) string {
+			return "Basic " + base64.StdEncoding.EncodeToString([]byte(twiliosim.DefaultAccountSid+":"+pw))
+		}
+		req, _ := http.NewRequest("POST", e.Server.URL()+"/twilio/2010-04-01/Accounts/"+twiliosim.DefaultAccountSid+"/Messages.json",
+			strings.NewReader("To=%2B14155550123&From=%2B14155550100&Body=hi"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Add("Authorization", basic(twilio.AlnumVaultKey(secret)))
+		req.Header.Add("Authorization", basic("other"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !strings.Contains(string(body), "more than one Authorization") {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
 	})
 	t.Run("ErrTwilioKeyOnStripe", func(t *testing.T) {
 		resp, body := e.Do(t, "POST", "/v1/charges", "amount=100&currency=usd&source=tok_visa", map[string]string{"Authorization": "Bearer " + secret})
