@@ -83,9 +83,9 @@ const defaultMaxConns = 32
 // several Stores (replicas) may share one database.
 type Store struct {
 	pool    *pgxpool.Pool
-	locs    sync.Map       // key ID → *time.Location; a key's timezone never changes
-	queues  sync.Map       // key ID → *keyQueue: this process's reservations of the key, run in batches
-	settles settleQueue    // this process's settlements, run in batches
+	locs    sync.Map             // key ID → *time.Location; a key's timezone never changes
+	queues  sync.Map             // key ID → *keyQueue: this process's reservations of the key, run in batches
+	settles settleQueue          // this process's settlements, run in batches
 	later   inflight.Settlements // settlements queued by SettleLater, not yet answered
 
 	// Now fills in creation times the caller left zero (CreateKey,
