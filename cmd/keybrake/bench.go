@@ -16,27 +16,28 @@ var benchOps = []string{"get", "charge", "keys", "mixed", "worker-nsq", "worker-
 
 // benchConfig is the configuration of `keybrake bench`.
 type benchConfig struct {
-	DB            string
-	Replicas      int
-	Requests      int // caps the requests of one phase; 0: --duration alone
-	Duration      time.Duration
-	Warmup        int
-	Rate          float64 // open loop: requests per second per phase; 0: closed loop
-	Runs          int
-	Concurrency   []int
-	Ops           map[string]bool
-	Paths         map[string]bool // direct, bare proxy, keybrake: the paths the HTTP phases measure
-	Keys          int
-	Events        int
-	WorkerVia     string // direct or keybrake: where the worker phases charge
-	InProcess     bool
-	CapCheck      int
-	JSONFile      string
-	HTMLFile      string
-	ProxyProfile  string
-	SimMaxObjects int              // the simulator's --max-objects: 0 keeps every object
-	Args          []string         // the command line, for the report
-	Now           func() time.Time // the proxies' clock; default time.Now (bench_growth.go moves it)
+	DB              string
+	Replicas        int
+	Requests        int // caps the requests of one phase; 0: --duration alone
+	Duration        time.Duration
+	Warmup          int
+	Rate            float64 // open loop: requests per second per phase; 0: closed loop
+	Runs            int
+	Concurrency     []int
+	Ops             map[string]bool
+	Paths           map[string]bool // direct, bare proxy, keybrake: the paths the HTTP phases measure
+	Keys            int
+	Events          int
+	WorkerVia       string // direct or keybrake: where the worker phases charge
+	InProcess       bool
+	CapCheck        int
+	JSONFile        string
+	HTMLFile        string
+	ProxyProfile    string
+	ProxyMemProfile string           // serve --memprofile of the first replica
+	SimMaxObjects   int              // the simulator's --max-objects: 0 keeps every object
+	Args            []string         // the command line, for the report
+	Now             func() time.Time // the proxies' clock; default time.Now (bench_growth.go moves it)
 }
 
 // httpOps returns the HTTP measurements of c, in order.
@@ -132,6 +133,7 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file (with --in-process: of everything)")
 	fs.IntVar(&c.SimMaxObjects, "sim-max-objects", 0, "the simulator keeps about this many charges (and other objects) each, forgetting the oldest finished ones as serve's built-in simulator does, so its memory stays bounded over a long run (stripesim --max-objects); 0 keeps everything")
 	fs.StringVar(&c.ProxyProfile, "proxy-cpuprofile", "", "write a CPU profile of the first keybrake serve process to this file (serve --cpuprofile)")
+	fs.StringVar(&c.ProxyMemProfile, "proxy-memprofile", "", "write a heap profile of the first keybrake serve process to this file when it stops (serve --memprofile), for where its memory goes")
 	bareUpstream := fs.String("bare-proxy", "", "internal: serve only the bench's bare reverse proxy to this upstream on --bare-addr (how bench starts its baseline process)")
 	bareAddr := fs.String("bare-addr", "127.0.0.1:0", "internal: the address of --bare-proxy")
 	var g growthConfig
@@ -247,8 +249,8 @@ func (c *benchConfig) parse(conc, ops, store, dsn string) error {
 		return fmt.Errorf("invalid --events %d: want 1 or more", c.Events)
 	case c.WorkerVia != "direct" && c.WorkerVia != "keybrake":
 		return fmt.Errorf("invalid --worker-via %q: want direct or keybrake", c.WorkerVia)
-	case c.ProxyProfile != "" && c.InProcess:
-		return fmt.Errorf("invalid --proxy-cpuprofile: the proxy runs in the bench process with --in-process; use --cpuprofile")
+	case (c.ProxyProfile != "" || c.ProxyMemProfile != "") && c.InProcess:
+		return fmt.Errorf("invalid --proxy-cpuprofile or --proxy-memprofile: the proxy runs in the bench process with --in-process; use --cpuprofile")
 	}
 	return nil
 }

@@ -121,6 +121,9 @@ func (b *bench) startProcesses(ctx context.Context) error {
 			if i == 0 && b.cfg.ProxyProfile != "" {
 				args = append(args, "--cpuprofile", b.cfg.ProxyProfile)
 			}
+			if i == 0 && b.cfg.ProxyMemProfile != "" {
+				args = append(args, "--memprofile", b.cfg.ProxyMemProfile)
+			}
 			return args
 		}, env, httpURL("/readyz"))
 		if err != nil {

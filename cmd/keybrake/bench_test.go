@@ -259,6 +259,7 @@ func TestBenchFlags(t *testing.T) {
 		{"--runs", "0"},
 		{"--concurrency", "0"},
 		{"--in-process", "--proxy-cpuprofile", "x.prof"},
+		{"--in-process", "--proxy-memprofile", "x.heap"},
 		{"--worker-via", "stripe"},
 		{"--rate", "-1"},
 		{"--paths", "keybrake,upstream"},
@@ -291,8 +292,12 @@ func TestBenchChildEnv(t *testing.T) {
 // alone and checks the memory report of every process.
 func TestBenchMemory(t *testing.T) {
 	html := filepath.Join(t.TempDir(), "bench.html")
+	heap := filepath.Join(t.TempDir(), "serve.heap")
 	rep, out := MustBench(t, "--ops", "mixed", "--paths", "keybrake", "--runs", "1", "--concurrency", "4", "--requests", "60",
-		"--duration", "1m", "--warmup", "4", "--cap-check", "0", "--sim-max-objects", "10", "--html", html)
+		"--duration", "1m", "--warmup", "4", "--cap-check", "0", "--sim-max-objects", "10", "--html", html, "--proxy-memprofile", heap)
+	if fi, err := os.Stat(heap); err != nil || fi.Size() == 0 {
+		t.Fatalf("serve's heap profile: %v", err)
+	}
 	if len(rep.Samples) != 1 || rep.Samples[0].Path != "keybrake" || rep.Samples[0].Requests != 60 || rep.Samples[0].Errors != 0 {
 		t.Fatalf("samples %+v", rep.Samples)
 	}
