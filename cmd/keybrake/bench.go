@@ -69,7 +69,11 @@ shows min / median / max across runs of the throughput, the latency
 percentiles (p50, p99, max) and keybrake's added p50 and throughput ratio,
 each computed against the direct path of the same run. By default the clients
 run a closed loop (throughput at saturation); --rate runs an open loop at a
-fixed rate, for tail latency below saturation.
+fixed rate, for tail latency below saturation: at 64 closed-loop clients the
+mean latency is 64 / throughput whatever the proxy does (Little's law), so
+  keybrake bench --ops charge --concurrency 64 --rate 500 --cap-check 0
+measures p99 and max per path at 500 charges/s offered over up to 64
+connections.
 
 Operations (--ops):
   get               GET /v1/customers/{id}: a passthrough read
