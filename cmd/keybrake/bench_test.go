@@ -339,3 +339,17 @@ func TestBenchParseProcStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestServeMemProfileBadPath: serve refuses to start, before it opens the
+// store, when --memprofile cannot be created.
+func TestServeMemProfileBadPath(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "never.db")
+	env, out := testEnv(map[string]string{"STRIPE_SECRET_KEY": "sk_test_x"})
+	err := main.Run(context.Background(), []string{"serve", "--db", db, "--memprofile", filepath.Join(t.TempDir(), "missing", "x.heap")}, env)
+	if err == nil || !strings.Contains(err.Error(), "invalid --memprofile") {
+		t.Fatalf("err %v\n%s", err, out)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Fatal("the store was opened")
+	}
+}
