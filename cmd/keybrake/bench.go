@@ -12,35 +12,38 @@ import (
 
 // benchOps are the measurements `keybrake bench --ops` can run, in the
 // order they run.
-var benchOps = []string{"get", "charge", "keys", "worker-nsq", "worker-jetstream", "guards"}
+var benchOps = []string{"get", "charge", "keys", "mixed", "worker-nsq", "worker-jetstream", "guards"}
 
 // benchConfig is the configuration of `keybrake bench`.
 type benchConfig struct {
-	DB           string
-	Replicas     int
-	Requests     int // caps the requests of one phase; 0: --duration alone
-	Duration     time.Duration
-	Warmup       int
-	Rate         float64 // open loop: requests per second per phase; 0: closed loop
-	Runs         int
-	Concurrency  []int
-	Ops          map[string]bool
-	Keys         int
-	Events       int
-	WorkerVia    string // direct or keybrake: where the worker phases charge
-	InProcess    bool
-	CapCheck     int
-	JSONFile     string
-	HTMLFile     string
-	ProxyProfile string
-	Args         []string         // the command line, for the report
-	Now          func() time.Time // the proxies' clock; default time.Now (bench_growth.go moves it)
+	DB              string
+	Replicas        int
+	Requests        int // caps the requests of one phase; 0: --duration alone
+	Duration        time.Duration
+	Warmup          int
+	Rate            float64 // open loop: requests per second per phase; 0: closed loop
+	Runs            int
+	Concurrency     []int
+	Ops             map[string]bool
+	Paths           map[string]bool // direct, bare proxy, keybrake: the paths the HTTP phases measure
+	Keys            int
+	Events          int
+	WorkerVia       string // direct or keybrake: where the worker phases charge
+	InProcess       bool
+	CapCheck        int
+	JSONFile        string
+	HTMLFile        string
+	ProxyProfile    string
+	ProxyMemProfile string           // serve --memprofile of the first replica
+	SimMaxObjects   int              // the simulator's --max-objects: 0 keeps every object
+	Args            []string         // the command line, for the report
+	Now             func() time.Time // the proxies' clock; default time.Now (bench_growth.go moves it)
 }
 
 // httpOps returns the HTTP measurements of c, in order.
 func (c benchConfig) httpOps() []string {
 	var out []string
-	for _, o := range []string{"get", "charge", "keys"} {
+	for _, o := range []string{"get", "charge", "keys", "mixed"} {
 		if c.Ops[o] {
 			out = append(out, o)
 		}
@@ -66,12 +69,18 @@ shows min / median / max across runs of the throughput, the latency
 percentiles (p50, p99, max) and keybrake's added p50 and throughput ratio,
 each computed against the direct path of the same run. By default the clients
 run a closed loop (throughput at saturation); --rate runs an open loop at a
-fixed rate, for tail latency below saturation.
+fixed rate, for tail latency below saturation: at 64 closed-loop clients the
+mean latency is 64 / throughput whatever the proxy does (Little's law), so
+  keybrake bench --ops charge --concurrency 64 --rate 500 --cap-check 0
+measures p99 and max per path at 500 charges/s offered over up to 64
+connections.
 
 Operations (--ops):
   get               GET /v1/customers/{id}: a passthrough read
   charge            POST /v1/charges of $1.00 on one capped key (a hot key)
   keys              the same charge spread over --keys capped keys
+  mixed             get and charge alternating, request by request (the
+                    charges on the hot key)
   worker-nsq        the billing worker (keybrake worker's code: ledger claim,
                     Stripe call, outcome) against a raw go-nsq consumer making
                     the same Stripe call and an ack-only consumer, on a real
@@ -84,6 +93,18 @@ Operations (--ops):
   guards            a capped charge on a key with all four guards against the
                     same key without, interleaved, 3 runs of --requests (or
                     2000) charges
+
+--paths limits the paths measured. With --requests N each phase stops after
+exactly N requests (give a --duration long enough), so
+  keybrake bench --ops mixed --paths keybrake --runs 1 --concurrency 64 \
+    --requests 1000000 --duration 2h --cap-check 0 --sim-max-objects 10000
+sends exactly 1,000,000 requests to serve, half GETs and half charges.
+
+Memory: in every run the bench samples the resident set size (VmRSS, and
+the kernel's peak VmHWM, from /proc/PID/status) of itself and of every
+process it started once a second, and reports for each its RSS at the start,
+after the first warm-up, at the end and the largest sampled, in the table,
+the JSON ("memory", with every sample) and the HTML (a chart over time).
 
 Outputs: the table on stdout, --json FILE (every run and the summary), --html
 FILE (charts and tables in one page). Numbers from a shared machine are
@@ -104,6 +125,7 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&c.Warmup, "warmup", 200, "requests sent on every path before each run's phases of an operation")
 	fs.IntVar(&c.Runs, "runs", 3, "times every phase is repeated, interleaved; the summary is min / median / max across runs")
 	fs.StringVar(&conc, "concurrency", "1,64", "comma-separated client counts (worker-*: consumer concurrency); every phase runs at each")
+	paths := fs.String("paths", "direct,bare,keybrake", "the paths the HTTP phases measure, comma-separated: direct (the simulator), bare (the bare proxy), keybrake; the ratios need direct")
 	ops := fs.String("ops", "get,charge", "what to measure, comma-separated: "+strings.Join(benchOps, ", ")+", worker (both brokers)")
 	fs.IntVar(&c.Keys, "keys", 1000, "keys: the number of capped keys the charges are spread over")
 	fs.IntVar(&c.Events, "events", 2000, "worker-*: billing events each consumer drains per phase")
@@ -113,7 +135,9 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	fs.StringVar(&c.JSONFile, "json", "", "also write the report (every run, the summary) as JSON to this file, - for stdout")
 	fs.StringVar(&c.HTMLFile, "html", "", "also write an HTML report with SVG charts to this file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file (with --in-process: of everything)")
+	fs.IntVar(&c.SimMaxObjects, "sim-max-objects", 0, "the simulator keeps about this many charges (and other objects) each, forgetting the oldest finished ones as serve's built-in simulator does, so its memory stays bounded over a long run (stripesim --max-objects); 0 keeps everything")
 	fs.StringVar(&c.ProxyProfile, "proxy-cpuprofile", "", "write a CPU profile of the first keybrake serve process to this file (serve --cpuprofile)")
+	fs.StringVar(&c.ProxyMemProfile, "proxy-memprofile", "", "write a heap profile of the first keybrake serve process to this file when it stops (serve --memprofile), for where its memory goes")
 	bareUpstream := fs.String("bare-proxy", "", "internal: serve only the bench's bare reverse proxy to this upstream on --bare-addr (how bench starts its baseline process)")
 	bareAddr := fs.String("bare-addr", "127.0.0.1:0", "internal: the address of --bare-proxy")
 	var g growthConfig
@@ -128,6 +152,9 @@ func runBench(ctx context.Context, args []string, env Env) error {
 		return runBareProxy(ctx, *bareUpstream, *bareAddr)
 	}
 	if err := c.parse(conc, *ops, store, dsn); err != nil {
+		return err
+	}
+	if err := c.parsePaths(*paths); err != nil {
 		return err
 	}
 	if err := g.validate(); err != nil {
@@ -216,6 +243,8 @@ func (c *benchConfig) parse(conc, ops, store, dsn string) error {
 		return fmt.Errorf("invalid --runs %d: want 1 to 100", c.Runs)
 	case c.Rate < 0 || c.Rate > 1e6:
 		return fmt.Errorf("invalid --rate %v: want 0 (closed loop) or requests per second up to 1000000", c.Rate)
+	case c.SimMaxObjects < 0:
+		return fmt.Errorf("invalid --sim-max-objects %d: want 0 (keep everything) or more", c.SimMaxObjects)
 	case c.Warmup < 0:
 		return fmt.Errorf("invalid --warmup %d: want 0 or more", c.Warmup)
 	case c.Keys < 1 || c.Keys > 100000:
@@ -224,10 +253,35 @@ func (c *benchConfig) parse(conc, ops, store, dsn string) error {
 		return fmt.Errorf("invalid --events %d: want 1 or more", c.Events)
 	case c.WorkerVia != "direct" && c.WorkerVia != "keybrake":
 		return fmt.Errorf("invalid --worker-via %q: want direct or keybrake", c.WorkerVia)
-	case c.ProxyProfile != "" && c.InProcess:
-		return fmt.Errorf("invalid --proxy-cpuprofile: the proxy runs in the bench process with --in-process; use --cpuprofile")
+	case (c.ProxyProfile != "" || c.ProxyMemProfile != "") && c.InProcess:
+		return fmt.Errorf("invalid --proxy-cpuprofile or --proxy-memprofile: the proxy runs in the bench process with --in-process; use --cpuprofile")
 	}
 	return nil
+}
+
+// parsePaths validates --paths.
+func (c *benchConfig) parsePaths(paths string) error {
+	c.Paths = map[string]bool{}
+	for _, p := range strings.Split(paths, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "direct", "keybrake":
+			c.Paths[p] = true
+		case "bare":
+			c.Paths[pathBare] = true
+		default:
+			return fmt.Errorf("invalid --paths %q: want a list of direct, bare, keybrake", paths)
+		}
+	}
+	return nil
+}
+
+// measures reports whether the HTTP phases measure path; every path when
+// --paths was not parsed (tests building a config by hand).
+func (c benchConfig) measures(path string) bool {
+	if path == pathReplica1 {
+		path = pathKeybrake
+	}
+	return c.Paths == nil || c.Paths[path]
 }
 
 func isPostgres(db string) bool {

@@ -142,7 +142,7 @@ func (b *bench) phase(ctx context.Context, t target, o op, clients int, dur time
 				case err != nil:
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
-				case t.hot:
+				case t.hot && req.Method == "POST":
 					b.hotCharges.Add(1)
 				}
 			}
@@ -177,22 +177,38 @@ func (b *bench) targets(opName string, run int) []target {
 	if opName == "keys" {
 		proxyKeys = b.keys
 	}
-	hot := opName == "charge"
-	ts := []target{
+	hot := opName == "charge" || opName == "mixed"
+	all := []target{
 		{pathDirect, []string{b.simURL}, []string{simulatorSecret}, false},
 		{pathBare, []string{b.bareURL}, []string{simulatorSecret}, false},
 		{pathKeybrake, b.proxyURLs, proxyKeys, hot},
 	}
 	if len(b.proxyURLs) > 1 {
-		ts = append(ts, target{pathReplica1, b.proxyURLs[:1], proxyKeys, hot})
+		all = append(all, target{pathReplica1, b.proxyURLs[:1], proxyKeys, hot})
+	}
+	var ts []target
+	for _, t := range all {
+		if b.cfg.measures(t.path) {
+			ts = append(ts, t)
+		}
 	}
 	r := run % len(ts)
 	return append(ts[r:], ts[:r]...)
 }
 
 func (b *bench) opFunc(name string) op {
-	if name == "get" {
+	switch name {
+	case "get":
 		return b.getOp()
+	case "mixed":
+		get := b.getOp()
+		var n atomic.Int64
+		return func(base, key string) *http.Request {
+			if n.Add(1)%2 == 0 {
+				return get(base, key)
+			}
+			return chargeOp(base, key)
+		}
 	}
 	return chargeOp
 }
@@ -222,6 +238,7 @@ func (b *bench) runHTTP(ctx context.Context, progress io.Writer) ([]Sample, erro
 					}
 				}
 			}
+			b.mem.markWarm()
 			for _, n := range b.cfg.Concurrency {
 				for _, t := range ts {
 					if err := ctx.Err(); err != nil {

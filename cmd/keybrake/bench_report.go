@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -118,7 +119,9 @@ type BenchReport struct {
 	HotKeyCharged string          `json:"hot_key_charged_usd"`
 	CapCheck      *CapCheckResult `json:"cap_check,omitempty"`
 	Guards        *GuardCost      `json:"guards,omitempty"`
-	Error         string          `json:"error,omitempty"` // why the run stopped early
+	// Memory is the RSS of the bench and of every process it started.
+	Memory []ProcMemory `json:"memory,omitempty"`
+	Error  string       `json:"error,omitempty"` // why the run stopped early
 }
 
 // redactCommand joins the command line with the password of every DSN
@@ -168,6 +171,7 @@ func runBenchReport(ctx context.Context, c benchConfig, env Env) (*BenchReport, 
 		return nil, err
 	}
 	err = b.measure(ctx, rep, env.Stderr)
+	rep.Memory = b.mem.close()
 	if cerr := b.close(); err == nil {
 		err = cerr
 	}
@@ -190,6 +194,7 @@ func (b *bench) measure(ctx context.Context, rep *BenchReport, progress io.Write
 	if rep.WorkerSamples, err = b.runWorkers(ctx, progress); err != nil {
 		return err
 	}
+	b.mem.markEnd()
 	sp, err := b.spent(ctx, b.keyID)
 	if err != nil {
 		return err
@@ -376,6 +381,7 @@ var opTitles = map[string]string{
 	"get":    "GET passthrough (GET /v1/customers/{id})",
 	"charge": "capped charge, one hot key (POST /v1/charges, $1.00)",
 	"keys":   "capped charge spread over %d keys",
+	"mixed":  "GET and capped charge alternating (the charges on one hot key)",
 }
 
 func (r *BenchReport) opTitle(op string) string {
@@ -445,7 +451,7 @@ func (r *BenchReport) print(w io.Writer) {
 		}
 		tw.Flush()
 	}
-	if len(r.Summary) > 0 {
+	if slices.ContainsFunc(r.Summary, func(s SummaryRow) bool { return s.Path == pathBare }) {
 		fmt.Fprintln(w, "\nbare proxy: httputil.ReverseProxy with no logic in front of the simulator, the floor of any Go proxy on this machine")
 	}
 	if r.HotKeySettled != "" && len(r.Summary) > 0 {
@@ -462,6 +468,7 @@ func (r *BenchReport) print(w io.Writer) {
 	if r.Guards != nil {
 		r.Guards.print(w)
 	}
+	printMemory(w, r.Memory)
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nSTOPPED EARLY: %s\n", r.Error)
 	}
@@ -530,6 +537,23 @@ func (r *BenchReport) WriteHTML(w io.Writer) error {
 			}
 			fmt.Fprintf(&b, "<tr><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td></tr>\n",
 				s.Transport, s.Concurrency, html.EscapeString(s.Consumer), s.PerSecond, ratio, ack, s.Errors)
+		}
+		b.WriteString("</table>\n")
+	}
+	if len(r.Memory) > 0 {
+		fmt.Fprintf(&b, "<h2>Memory</h2>\n<p>%s.</p>\n", html.EscapeString(memoryTitle))
+		b.WriteString(memoryChart(r.Memory).SVG())
+		b.WriteString("<table><tr>")
+		for _, c := range memoryColumns {
+			fmt.Fprintf(&b, "<th>%s</th>", html.EscapeString(c))
+		}
+		b.WriteString("</tr>\n")
+		for _, p := range r.Memory {
+			b.WriteString("<tr>")
+			for _, c := range p.cells() {
+				fmt.Fprintf(&b, "<td>%s</td>", html.EscapeString(c))
+			}
+			b.WriteString("</tr>\n")
 		}
 		b.WriteString("</table>\n")
 	}

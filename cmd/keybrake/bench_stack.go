@@ -53,6 +53,8 @@ type bench struct {
 
 	// In processes of their own.
 	children []*benchChild
+
+	mem *memWatch // the RSS of this process and of the children
 }
 
 // newBench starts the parts of a run, in processes or in this one, and
@@ -64,6 +66,7 @@ func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
 	if b.dir, err = os.MkdirTemp("", "keybrake-bench-"); err != nil {
 		return nil, err
 	}
+	b.mem = newMemWatch()
 	if cfg.InProcess || cfg.Now != nil {
 		err = b.startInProcess(ctx)
 	} else {
@@ -93,21 +96,23 @@ func (b *bench) startProcesses(ctx context.Context) error {
 		return func(addr string) string { return "http://" + addr + path }
 	}
 	sim, simAddr, err := startOnFreeAddr(ctx, "stripesim", func(addr string) []string {
-		return []string{"stripesim", "--addr", addr}
+		return []string{"stripesim", "--addr", addr, "--max-objects", fmt.Sprint(b.cfg.SimMaxObjects)}
 	}, nil, httpURL("/_sim/clock"))
 	if err != nil {
 		return err
 	}
-	b.children = append(b.children, sim)
+	b.addChild(sim)
 	b.simURL = "http://" + simAddr
-	bare, bareAddr, err := startOnFreeAddr(ctx, "bare proxy", func(addr string) []string {
-		return []string{"bench", "--bare-proxy", b.simURL, "--bare-addr", addr}
-	}, nil, httpURL("/healthz"))
-	if err != nil {
-		return err
+	if b.cfg.measures(pathBare) {
+		bare, bareAddr, err := startOnFreeAddr(ctx, "bare proxy", func(addr string) []string {
+			return []string{"bench", "--bare-proxy", b.simURL, "--bare-addr", addr}
+		}, nil, httpURL("/healthz"))
+		if err != nil {
+			return err
+		}
+		b.addChild(bare)
+		b.bareURL = "http://" + bareAddr
 	}
-	b.children = append(b.children, bare)
-	b.bareURL = "http://" + bareAddr
 	// One at a time: the first applies the migrations.
 	env := []string{"STRIPE_SECRET_KEY=" + simulatorSecret, "KEYBRAKE_ADMIN_TOKEN=" + benchAdminToken}
 	for i := range b.cfg.Replicas {
@@ -116,21 +121,31 @@ func (b *bench) startProcesses(ctx context.Context) error {
 			if i == 0 && b.cfg.ProxyProfile != "" {
 				args = append(args, "--cpuprofile", b.cfg.ProxyProfile)
 			}
+			if i == 0 && b.cfg.ProxyMemProfile != "" {
+				args = append(args, "--memprofile", b.cfg.ProxyMemProfile)
+			}
 			return args
 		}, env, httpURL("/readyz"))
 		if err != nil {
 			return err
 		}
-		b.children = append(b.children, c)
+		b.addChild(c)
 		b.proxyURLs = append(b.proxyURLs, "http://"+addr)
 	}
 	return nil
 }
 
+// addChild keeps a started child, to stop it at the end, and watches its
+// memory.
+func (b *bench) addChild(c *benchChild) {
+	b.children = append(b.children, c)
+	b.mem.add(c.name, c.cmd.Process.Pid)
+}
+
 // startInProcess serves the simulator, the bare proxy and the replicas
 // from this process.
 func (b *bench) startInProcess(ctx context.Context) error {
-	sim, err := stripesim.New(stripesim.Options{})
+	sim, err := stripesim.New(stripesim.Options{MaxObjects: b.cfg.SimMaxObjects})
 	if err != nil {
 		return err
 	}
@@ -303,6 +318,9 @@ func (b *bench) close() error {
 		if err := b.children[i].stop(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if b.mem != nil {
+		b.mem.close()
 	}
 	for _, p := range b.proxies {
 		p.Close()

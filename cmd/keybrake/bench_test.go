@@ -90,6 +90,19 @@ type benchJSON struct {
 		Requests int       `json:"requests_per_run"`
 		Added    []float64 `json:"added_median_us"`
 	} `json:"guards"`
+	Memory []struct {
+		Name    string `json:"name"`
+		PID     int    `json:"pid"`
+		StartKB int64  `json:"start_kb"`
+		WarmKB  int64  `json:"after_warmup_kb"`
+		MaxKB   int64  `json:"max_kb"`
+		EndKB   int64  `json:"end_kb"`
+		PeakKB  int64  `json:"hwm_kb"`
+		Samples []struct {
+			S  float64 `json:"s"`
+			KB int64   `json:"rss_kb"`
+		} `json:"samples"`
+	} `json:"memory"`
 	Error string `json:"error"`
 }
 
@@ -176,7 +189,8 @@ func TestBenchHTTP(t *testing.T) {
 		}
 	}
 	page, err := os.ReadFile(html)
-	if err != nil || strings.Count(string(page), "<svg") != 9 || !strings.Contains(string(page), "</html>") {
+	// Three charts for each of three operations, and the memory chart.
+	if err != nil || strings.Count(string(page), "<svg") != 9+1 || !strings.Contains(string(page), "</html>") {
 		t.Fatalf("html: %v, %d charts", err, strings.Count(string(page), "<svg"))
 	}
 }
@@ -246,8 +260,11 @@ func TestBenchFlags(t *testing.T) {
 		{"--runs", "0"},
 		{"--concurrency", "0"},
 		{"--in-process", "--proxy-cpuprofile", "x.prof"},
+		{"--in-process", "--proxy-memprofile", "x.heap"},
 		{"--worker-via", "stripe"},
 		{"--rate", "-1"},
+		{"--paths", "keybrake,upstream"},
+		{"--sim-max-objects", "-1"},
 	} {
 		env, out := testEnv(nil)
 		if err := main.Run(context.Background(), append([]string{"bench"}, args...), env); err == nil || !strings.Contains(err.Error(), "invalid --") {
@@ -269,5 +286,70 @@ func TestBenchChildEnv(t *testing.T) {
 	got := strings.Join(main.ChildEnv([]string{"PATH=/bin", "KEYBRAKE_ADMIN_ADDR=127.0.0.1:1", "STRIPE_SECRET_KEY=sk_live_x", "KEYBRAKE_BENCH_CHILD=1", "HOME=/root"}), " ")
 	if got != "PATH=/bin KEYBRAKE_BENCH_CHILD=1 HOME=/root" {
 		t.Fatal(got)
+	}
+}
+
+// TestBenchMemory runs exactly --requests mixed requests against serve
+// alone and checks the memory report of every process.
+func TestBenchMemory(t *testing.T) {
+	html := filepath.Join(t.TempDir(), "bench.html")
+	heap := filepath.Join(t.TempDir(), "serve.heap")
+	rep, out := MustBench(t, "--ops", "mixed", "--paths", "keybrake", "--runs", "1", "--concurrency", "4", "--requests", "60",
+		"--duration", "1m", "--warmup", "4", "--cap-check", "0", "--sim-max-objects", "10", "--html", html, "--proxy-memprofile", heap)
+	if fi, err := os.Stat(heap); err != nil || fi.Size() == 0 {
+		t.Fatalf("serve's heap profile: %v", err)
+	}
+	if len(rep.Samples) != 1 || rep.Samples[0].Path != "keybrake" || rep.Samples[0].Requests != 60 || rep.Samples[0].Errors != 0 {
+		t.Fatalf("samples %+v", rep.Samples)
+	}
+	// Half the 4 + 60 (warm-up and phase) are charges, every one on the hot key: $32.00.
+	if rep.HotKeyCharged != "32.00" || rep.HotKeySettled != "32.00" {
+		t.Fatalf("hot key settled $%s for $%s charged", rep.HotKeySettled, rep.HotKeyCharged)
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc: nothing to sample")
+	}
+	var names []string
+	for _, m := range rep.Memory {
+		names = append(names, m.Name)
+		if m.PID <= 0 || m.StartKB <= 0 || m.WarmKB <= 0 || m.EndKB <= 0 || m.MaxKB < m.StartKB || m.MaxKB < m.EndKB || m.PeakKB < m.MaxKB || len(m.Samples) < 3 {
+			t.Fatalf("memory of %s: %+v", m.Name, m)
+		}
+	}
+	if got := strings.Join(names, ", "); got != "bench (load generator), stripesim, serve replica 1" {
+		t.Fatalf("processes watched: %s (the bare proxy is not started without its path)", got)
+	}
+	if !strings.Contains(out, "memory (RSS in MiB") || !strings.Contains(out, "serve replica 1") {
+		t.Fatalf("table:\n%s", out)
+	}
+	page, err := os.ReadFile(html)
+	if err != nil || !strings.Contains(string(page), "resident memory over the run") || strings.Count(string(page), "<polyline") != 3 {
+		t.Fatalf("html: %v\n%s", err, page)
+	}
+}
+
+func TestBenchParseProcStatus(t *testing.T) {
+	rss, hwm, err := main.ParseProcStatus([]byte("Name:\tkeybrake\nVmPeak:\t 2000000 kB\nVmHWM:\t  104448 kB\nVmRSS:\t   98304 kB\nThreads:\t9\n"))
+	if err != nil || rss != 98304 || hwm != 104448 {
+		t.Fatalf("rss %d, hwm %d, %v", rss, hwm, err)
+	}
+	for _, bad := range []string{"Name:\tx\n", "VmRSS:\t12 MB\n", "VmRSS:\tlots kB\n", "VmRSS:\t1 2 kB\n"} {
+		if _, _, err := main.ParseProcStatus([]byte(bad)); err == nil {
+			t.Fatalf("%q: no error", bad)
+		}
+	}
+}
+
+// TestServeMemProfileBadPath: serve refuses to start, before it opens the
+// store, when --memprofile cannot be created.
+func TestServeMemProfileBadPath(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "never.db")
+	env, out := testEnv(map[string]string{"STRIPE_SECRET_KEY": "sk_test_x"})
+	err := main.Run(context.Background(), []string{"serve", "--db", db, "--memprofile", filepath.Join(t.TempDir(), "missing", "x.heap")}, env)
+	if err == nil || !strings.Contains(err.Error(), "invalid --memprofile") {
+		t.Fatalf("err %v\n%s", err, out)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Fatal("the store was opened")
 	}
 }

@@ -70,7 +70,7 @@ func (b *bench) startBroker(ctx context.Context, transport string) (*benchBroker
 	if err != nil {
 		return nil, err
 	}
-	b.children = append(b.children, c)
+	b.addChild(c)
 	br := &benchBroker{transport: transport, addr: addr, child: c}
 	if transport == "jetstream" {
 		br.addr = "nats://" + addr

@@ -5,3 +5,6 @@ var RedactCommand = redactCommand
 
 // ChildEnv exposes childEnv to the external tests.
 var ChildEnv = childEnv
+
+// ParseProcStatus exposes parseProcStatus to the external tests.
+var ParseProcStatus = parseProcStatus

@@ -56,6 +56,7 @@ type ServeConfig struct {
 	Retention        time.Duration // --retention, KEYBRAKE_RETENTION: 0 keeps everything (retention.go)
 	RetentionEvery   time.Duration // --retention-interval, KEYBRAKE_RETENTION_INTERVAL
 	CPUProfile       string        // --cpuprofile, KEYBRAKE_CPUPROFILE (serve_profile.go)
+	MemProfile       string        // --memprofile, KEYBRAKE_MEMPROFILE (serve_profile.go)
 }
 
 // ServeMain is `keybrake serve`: ParseFlags, then Run, then Close. Tests
@@ -135,7 +136,7 @@ Environment only (secrets are kept out of the process list):
 	c.Listen.flags(fs, env)
 	vendorFlags(fs, env, &c.Vendors)
 	retentionFlags(fs, env, &c.Retention, &c.RetentionEvery)
-	profileFlags(fs, env, &c.CPUProfile)
+	profileFlags(fs, env, &c.CPUProfile, &c.MemProfile)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -381,7 +382,7 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	if err := m.ParseFlags(args); err != nil {
 		return err
 	}
-	stopProfile, err := startCPUProfile(m.Config.CPUProfile)
+	stopProfile, err := startProfiles(m.Config.CPUProfile, m.Config.MemProfile)
 	if err != nil {
 		return err
 	}

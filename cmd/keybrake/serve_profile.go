@@ -1,15 +1,45 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
-// profileFlags registers serve's --cpuprofile.
-func profileFlags(fs *flag.FlagSet, env Env, file *string) {
-	fs.StringVar(file, "cpuprofile", envDefault(env, "KEYBRAKE_CPUPROFILE", ""), "write a CPU profile of the whole process to this file, from start until it stops on SIGTERM or SIGINT; read it with go tool pprof (KEYBRAKE_CPUPROFILE; docs/performance.md)")
+// profileFlags registers serve's --cpuprofile and --memprofile.
+func profileFlags(fs *flag.FlagSet, env Env, cpuFile, memFile *string) {
+	fs.StringVar(cpuFile, "cpuprofile", envDefault(env, "KEYBRAKE_CPUPROFILE", ""), "write a CPU profile of the whole process to this file, from start until it stops on SIGTERM or SIGINT; read it with go tool pprof (KEYBRAKE_CPUPROFILE; docs/performance.md)")
+	fs.StringVar(memFile, "memprofile", envDefault(env, "KEYBRAKE_MEMPROFILE", ""), "write a heap profile to this file when the process stops on SIGTERM or SIGINT, after a GC: what is still live (inuse_space) and everything allocated since start (alloc_space); read it with go tool pprof (KEYBRAKE_MEMPROFILE; docs/performance.md)")
+}
+
+// startProfiles starts CPU profiling into cpuFile; the returned function
+// stops it and writes the heap profile to memFile. An empty file profiles
+// nothing. Both files are created now, so a bad path refuses to start.
+func startProfiles(cpuFile, memFile string) (stop func() error, err error) {
+	var mem *os.File
+	if memFile != "" {
+		if mem, err = os.Create(memFile); err != nil {
+			return nil, fmt.Errorf("invalid --memprofile (KEYBRAKE_MEMPROFILE): %v", err)
+		}
+	}
+	stopCPU, err := startCPUProfile(cpuFile)
+	if err != nil {
+		if mem != nil {
+			mem.Close()
+		}
+		return nil, err
+	}
+	return func() error {
+		err := stopCPU()
+		if mem != nil {
+			runtime.GC() // the profile shows what is live now, not at the last GC
+			err = errors.Join(err, pprof.Lookup("heap").WriteTo(mem, 0), mem.Close())
+		}
+		return err
+	}, nil
 }
 
 // startCPUProfile starts profiling into file; the returned function stops

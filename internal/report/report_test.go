@@ -37,3 +37,21 @@ func TestHead(t *testing.T) {
 		t.Fatal(h)
 	}
 }
+
+func TestLineChartSVG(t *testing.T) {
+	c := report.LineChart{Title: "rss <serve> & sim", XUnit: "seconds", YUnit: "MiB", Lines: []report.Line{
+		{Name: "serve", Points: []report.Point{{X: 0, Y: 90}, {X: 1, Y: 101.5}, {X: 2, Y: 100}}},
+		{Name: "empty"},
+		{Name: "stripesim", Points: []report.Point{{X: 0.5, Y: 30}}},
+	}}
+	svg := c.SVG()
+	if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
+		t.Fatalf("not well-formed XML: %v\n%s", err, svg)
+	}
+	if !strings.Contains(svg, "rss &lt;serve&gt; &amp; sim") || strings.Count(svg, "<polyline") != 2 {
+		t.Fatalf("title or lines:\n%s", svg)
+	}
+	if empty := (report.LineChart{Title: "none"}).SVG(); xml.Unmarshal([]byte(empty), new(struct{})) != nil {
+		t.Fatal(empty)
+	}
+}
