@@ -49,7 +49,24 @@ END;
 
 CREATE TRIGGER reservations_count_update AFTER UPDATE OF state, micros, settled_micros ON reservations
 WHEN (CASE NEW.state WHEN 'settled' THEN NEW.settled_micros WHEN 'released' THEN 0 ELSE NEW.micros END)
-  <> (CASE OLD.state WHEN 'settled' THEN OLD.settled_micros WHEN 'released' THEN 0 ELSE OLD.micros END)
+  < (CASE OLD.state WHEN 'settled' THEN OLD.settled_micros WHEN 'released' THEN 0 ELSE OLD.micros END)
+BEGIN
+	INSERT INTO spend_counters (key_id, period, bucket, micros)
+	SELECT NEW.key_id, p.period, p.bucket,
+		(CASE NEW.state WHEN 'settled' THEN NEW.settled_micros WHEN 'released' THEN 0 ELSE NEW.micros END)
+		- (CASE OLD.state WHEN 'settled' THEN OLD.settled_micros WHEN 'released' THEN 0 ELSE OLD.micros END)
+	FROM (SELECT 'total' AS period, '' AS bucket UNION ALL SELECT 'daily', OLD.day UNION ALL SELECT 'monthly', OLD.month) AS p
+	WHERE true
+	ON CONFLICT (key_id, period, bucket) DO UPDATE SET micros = micros + excluded.micros;
+END;
+
+-- A reservation counting more than before (a settlement above the amount
+-- reserved, a hold growing, a re-arm) moves the counters up: only then can a
+-- threshold be crossed. The two triggers' conditions exclude each other, so
+-- their order does not matter.
+CREATE TRIGGER reservations_count_raise AFTER UPDATE OF state, micros, settled_micros ON reservations
+WHEN (CASE NEW.state WHEN 'settled' THEN NEW.settled_micros WHEN 'released' THEN 0 ELSE NEW.micros END)
+  > (CASE OLD.state WHEN 'settled' THEN OLD.settled_micros WHEN 'released' THEN 0 ELSE OLD.micros END)
 BEGIN
 	INSERT INTO spend_counters (key_id, period, bucket, micros)
 	SELECT NEW.key_id, p.period, p.bucket,
