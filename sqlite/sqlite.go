@@ -160,8 +160,12 @@ func open(path string, migrations fs.FS) (*Store, error) {
 // transaction: preparing on the writer needs its only connection.
 func (s *Store) prepare(ctx context.Context) error {
 	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID, qChainHead, qMoveHead,
-		qInsertCounted, qFindEntry, qPutEntry, qSavepoint, qRollbackTo, qRelease} {
+	hot := []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qKeyByID, qChainHead, qMoveHead,
+		qInsertCounted, qFindEntry, qPutEntry, qSavepoint, qRollbackTo, qRelease}
+	for _, q := range qInsertEventsBy {
+		hot = append(hot, q)
+	}
+	for _, q := range hot {
 		st, err := s.writer.PrepareContext(ctx, q)
 		if err != nil {
 			return err
