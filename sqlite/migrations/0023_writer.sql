@@ -11,8 +11,8 @@
 -- below a rule's share of the cap to at or above it (before: OLD.micros,
 -- now: the counter less what this reservation moved it by), once per
 -- alert_key; the key's own threshold rules replace the defaults. Every
--- write of spend_counters besides compaction's deletes comes from these two
--- triggers, so no alert is lost.
+-- write of spend_counters besides compaction's deletes comes from the
+-- counting triggers below, so no alert is lost.
 DROP TRIGGER spend_counters_alert_insert;
 DROP TRIGGER spend_counters_alert_update;
 DROP TRIGGER reservations_count_insert;
