@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -139,5 +140,82 @@ func BenchmarkAddEvents(b *testing.B) {
 			}
 			batch = batch[:0]
 		}
+	}
+}
+
+// BenchmarkCharge measures the store's CPU per proxied charge as keybrake
+// serve drives it at 64 clients: each client reserves and then settles,
+// and one audit writer appends the events in batches of up to 64 (as
+// http's auditLog does), so the writer commits them in groups. HotKey
+// charges one key; Keys1000 spreads the charges round-robin over 1,000
+// keys. cpu-ns/op is the number to compare (the process's CPU per charge).
+func BenchmarkCharge(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		keys int
+	}{{"HotKey", 1}, {"Keys1000", 1000}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			s, _ := MustOpen(b)
+			defer s.Close()
+			huge := keybrake.Micros(1 << 60)
+			ids := make([]string, tc.keys)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("key_%04d", i)
+				storetest.MustCreateCappedKey(b, s, ids[i], "America/New_York", keybrake.Caps{
+					PerRequest: storetest.Ptr(storetest.USD(100)), Daily: &huge, Monthly: &huge, Total: &huge,
+				})
+			}
+			events := make(chan *keybrake.Event, 1024)
+			audited := make(chan struct{})
+			go func() {
+				defer close(audited)
+				batch := make([]*keybrake.Event, 0, 64)
+				for e := range events {
+					batch = append(batch[:0], e)
+				drain:
+					for len(batch) < cap(batch) {
+						select {
+						case e, ok := <-events:
+							if !ok {
+								break drain
+							}
+							batch = append(batch, e)
+						default:
+							break drain
+						}
+					}
+					if err := s.AddEvents(ctx, batch); err != nil {
+						b.Errorf("AddEvents: %v", err)
+					}
+				}
+			}()
+			var n atomic.Int64
+			b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
+			defer reportCPU(b)()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					key := ids[int(i)%len(ids)]
+					now := storetest.T0.Add(time.Duration(i) * time.Microsecond)
+					in := storetest.NewReservation(key, fmt.Sprintf("idem_%d", i), storetest.USD(1))
+					res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: in, Now: now})
+					if err != nil || res.OverCap != nil || res.Replay {
+						b.Errorf("Reserve: %+v %v", res, err)
+						return
+					}
+					if _, err := s.Settle(ctx, keybrake.SettleArgs{ID: res.Reservation.ID, State: keybrake.StateSettled,
+						SettledMicros: 990_000, Amount: 99, Currency: "usd", ObjectID: fmt.Sprintf("ch_%d", i), UpstreamStatus: 200, Now: now}); err != nil {
+						b.Errorf("Settle: %v", err)
+						return
+					}
+					e := storetest.NewEvent(key, now, int(i))
+					e.ReservationID = res.Reservation.ID
+					events <- e
+				}
+			})
+			close(events)
+			<-audited
+		})
 	}
 }

@@ -12,10 +12,12 @@ import (
 // qCountRead reads, inside Reserve's write transaction, a key's count caps
 // and what it has used of one kind in one day and in one month: its
 // reservations of that kind and window that are not released
-// (migrations/0016_counts.sql, 0018_scopes.sql).
+// (migrations/0016_counts.sql, 0018_scopes.sql). The literal count_kind
+// term lets SQLite use the partial index reservations_counted (0023);
+// without it the sums read every reservation of the key.
 const qCountRead = `SELECT k.count_caps,
-	COALESCE((SELECT SUM(count) FROM reservations WHERE key_id = ?1 AND count_kind = ?2 AND day = ?3 AND state <> 'released'), 0),
-	COALESCE((SELECT SUM(count) FROM reservations WHERE key_id = ?1 AND count_kind = ?2 AND month = ?4 AND state <> 'released'), 0)
+	COALESCE((SELECT SUM(count) FROM reservations WHERE key_id = ?1 AND count_kind = ?2 AND count_kind <> '' AND month = ?4 AND day = ?3 AND state <> 'released'), 0),
+	COALESCE((SELECT SUM(count) FROM reservations WHERE key_id = ?1 AND count_kind = ?2 AND count_kind <> '' AND month = ?4 AND state <> 'released'), 0)
 	FROM keys k WHERE k.id = ?1`
 
 // checkCount returns the OverCount of in, nil when it fits its key's daily

@@ -10,11 +10,6 @@ import (
 const eventColumns = `id, key_id, time, operation, method, path, amount, currency, micros, decision,
 	reason, upstream_status, object_id, request_id, idempotency_key, reservation_id, via, mcp_session, mcp_client, seq, prev_hash, hash`
 
-const qInsertEvent = `INSERT INTO events (key_id, time, operation, method, path, amount, currency,
-	micros, decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id,
-	via, mcp_session, mcp_client, seq, prev_hash, hash)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
-
 // AddEvent appends e to the audit log and sets e.ID. IDs only grow.
 func (s *Store) AddEvent(ctx context.Context, e *keybrake.Event) error {
 	return s.AddEvents(ctx, []*keybrake.Event{e})

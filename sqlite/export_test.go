@@ -3,6 +3,7 @@ package sqlite
 import (
 	"io/fs"
 	"path"
+	"strings"
 	"testing/fstest"
 )
 
@@ -35,3 +36,29 @@ func OpenWithMigrations(path string, extra fstest.MapFS) (*Store, error) {
 	}
 	return open(path, all)
 }
+
+// QueryPlan returns SQLite's EXPLAIN QUERY PLAN of q on a reader, one
+// step a line.
+func QueryPlan(s *Store, q string, args ...any) (string, error) {
+	rows, err := s.reader.Query("EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			return "", err
+		}
+		out = append(out, detail)
+	}
+	return strings.Join(out, "\n"), rows.Err()
+}
+
+// Hot queries of the writer and the resolver, for the plan test.
+var (
+	QCountRead = qCountRead
+	QSpend     = qSpend
+)

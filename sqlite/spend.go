@@ -360,7 +360,7 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 		where, args = append(where, "operation = ?"), append(args, f.Operation)
 	}
 	if f.Open {
-		where = append(where, "state IN ('reserved', 'uncertain')") // reservations_open_operation
+		where = append(where, "state IN ('reserved', 'uncertain')") // reservations_open
 	}
 	q := `SELECT ` + resColumns + ` FROM reservations`
 	if len(where) > 0 {

@@ -1,0 +1,51 @@
+package sqlite_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/keybrake/keybrake/sqlite"
+)
+
+// TestQueryPlans pins the plans of the reservation queries that run per
+// request or per resolver pass to the index each needs (migration 0023
+// dropped and merged some): a plan that falls back to reading every
+// reservation, or every reservation of a key, fails here.
+func TestQueryPlans(t *testing.T) {
+	s, _ := MustOpen(t)
+	defer s.Close()
+	for _, tc := range []struct {
+		name, q string
+		args    []any
+		want    string // an index the plan must use
+	}{
+		{"Replay", `SELECT r.id FROM reservations r WHERE r.key_id = ?1 AND r.idempotency_key = ?2`, []any{"k", "i"}, "sqlite_autoindex_reservations_2"},
+		{"CountRead", sqlite.QCountRead, []any{"k", "sms", "2026-11-30", "2026-11"}, "reservations_counted"},
+		{"LeaseUncertain", `SELECT id FROM reservations WHERE state IN ('reserved', 'uncertain') AND (state = 'uncertain' OR created_at < ?)
+			AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at, id LIMIT ?`, []any{0, 0, 10}, "reservations_open"},
+		{"OpenOfOperation", `SELECT id FROM reservations WHERE operation = ? AND state IN ('reserved', 'uncertain')
+			AND created_at >= ? AND created_at < ? ORDER BY created_at, id LIMIT ?`, []any{"twilio.message", 0, 1, -1}, "reservations_open"},
+		{"LeaseHeld", `SELECT id FROM reservations WHERE state = 'held' AND operation = ? AND lease_until <= ?
+			ORDER BY lease_until, created_at, id LIMIT ?`, []any{"twilio.message", 0, 10}, "reservations_held_due"},
+		{"ByObject", `SELECT id FROM reservations WHERE object_id <> '' AND object_id = ? ORDER BY created_at, id LIMIT ?`, []any{"SM1", 1}, "reservations_object"},
+		{"Prune", `SELECT r.id FROM reservations r WHERE r.state IN ('settled', 'released') AND r.updated_at < ?1 AND r.created_at < ?1 LIMIT ?2`, []any{0, 10}, "reservations_final"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := sqlite.QueryPlan(s, tc.q, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plan, "INDEX "+tc.want+" ") {
+				t.Errorf("plan does not use %s:\n%s", tc.want, plan)
+			}
+			for _, line := range strings.Split(plan, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), "SCAN reservations") && !strings.Contains(line, "INDEX") {
+					t.Errorf("plan reads every reservation:\n%s", plan)
+				}
+				if strings.Contains(line, "reservations_key_time (key_id=?)") {
+					t.Errorf("plan reads every reservation of the key:\n%s", plan)
+				}
+			}
+		})
+	}
+}
