@@ -84,7 +84,7 @@ const defaultMaxConns = 32
 type Store struct {
 	pool    *pgxpool.Pool
 	locs    sync.Map             // key ID → *time.Location; a key's timezone never changes
-	queues  sync.Map             // key ID → *keyQueue: this process's reservations of the key, run in batches
+	queues  sync.Map             // lane (laneOf) → *keyQueue: this process's reservations of the lane's keys, run in batches
 	settles settleQueue          // this process's settlements, run in batches
 	later   inflight.Settlements // settlements queued by SettleLater, not yet answered
 
