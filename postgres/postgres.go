@@ -129,6 +129,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	s := &Store{pool: pool, Now: time.Now}
 	s.settles.next = func(pending []*settleOp) int { return min(len(pending), maxSettleBatch) }
 	s.settles.run = s.runSettleBatch
+	s.settles.linger = lingerSettles
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, s.wrap("open: migrate", err)
