@@ -22,12 +22,14 @@
 //
 // # Group commit
 //
-// Concurrent calls share that statement. Reservations of a key that arrive
-// while one of its statements runs wait in the process and then go together
-// as one keybrake_reserve_batch statement (reserve_batch.go,
-// migrations/0004_reserve_batch.sql): one lock of the key, each reservation
-// decided in order exactly as alone, one commit. Settlements, of any key,
-// batch the same way through keybrake_settle_batch (settle_batch.go). No
+// Concurrent calls share that statement. Reservations that arrive while a
+// statement of their lane (two per process; a key is always in the same
+// lane) runs wait in the process and then go together as one
+// keybrake_reserve_many statement (reserve_batch.go,
+// migrations/0028_reserve_many.sql): each key locked once, in key order,
+// each reservation decided in order exactly as alone, one commit.
+// Settlements, of any key, batch the same way through keybrake_settle_batch
+// (settle_batch.go). No
 // caller is answered before its batch has committed, and an error raised by
 // one element rolls back the batch, whose elements then run one by one so
 // that each gets its own outcome.
