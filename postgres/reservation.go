@@ -137,6 +137,19 @@ func (s *Store) location(ctx context.Context, keyID string) (*time.Location, err
 	return loc, nil
 }
 
+// rememberZone keeps the calendar zone of a key read for another reason
+// (the proxy's lookup by secret), so the key's first reservation on this
+// replica does not read it again: a round trip saved on the request path
+// of every key a replica has not reserved on yet.
+func (s *Store) rememberZone(k *keybrake.Key) {
+	if _, ok := s.locs.Load(k.ID); ok {
+		return
+	}
+	if loc, err := k.Location(); err == nil {
+		s.locs.Store(k.ID, loc)
+	}
+}
+
 // unusable returns the EUNAUTHORIZED error of a key that keybrake_reserve
 // found revoked or expired, saying which and since when.
 func (s *Store) unusable(ctx context.Context, keyID string, now time.Time) error {
