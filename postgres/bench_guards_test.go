@@ -11,10 +11,9 @@ import (
 )
 
 // BenchmarkReserveHotKeyGuards measures reservations and settlements on one
-// hot key from 32 goroutines, on a key without guards (reservations
-// batched by keybrake_reserve_batch) and on the same key with every kind
-// of store-decided guard (reservations one by one through
-// keybrake_reserve, KB428): what guarded keys lose by not batching.
+// hot key from 32 goroutines, on a key without guards and on the same key
+// with every kind of store-decided guard, both batched by
+// keybrake_reserve_many: what a guarded key's guard checks cost.
 func BenchmarkReserveHotKeyGuards(b *testing.B) {
 	guards := &keybrake.Guards{
 		Duplicate: &keybrake.DuplicateGuard{WindowSeconds: 3600},

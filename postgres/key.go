@@ -72,6 +72,7 @@ func (s *Store) FindKeyBySecretHash(ctx context.Context, hash string) (*keybrake
 	if err != nil {
 		return nil, s.wrap("find key by secret hash", notFound(err, "No such vault key."))
 	}
+	s.rememberZone(k) // reservation.go: its first reservation needs no lookup
 	return k, nil
 }
 

@@ -22,12 +22,14 @@
 //
 // # Group commit
 //
-// Concurrent calls share that statement. Reservations of a key that arrive
-// while one of its statements runs wait in the process and then go together
-// as one keybrake_reserve_batch statement (reserve_batch.go,
-// migrations/0004_reserve_batch.sql): one lock of the key, each reservation
-// decided in order exactly as alone, one commit. Settlements, of any key,
-// batch the same way through keybrake_settle_batch (settle_batch.go). No
+// Concurrent calls share that statement. Reservations that arrive while a
+// statement of their lane (two per process; a key is always in the same
+// lane) runs wait in the process and then go together as one
+// keybrake_reserve_many statement (reserve_batch.go,
+// migrations/0028_reserve_many.sql): each key locked once, in key order,
+// each reservation decided in order exactly as alone, one commit.
+// Settlements, of any key, batch the same way through keybrake_settle_batch
+// (settle_batch.go). No
 // caller is answered before its batch has committed, and an error raised by
 // one element rolls back the batch, whose elements then run one by one so
 // that each gets its own outcome.
@@ -84,7 +86,7 @@ const defaultMaxConns = 32
 type Store struct {
 	pool    *pgxpool.Pool
 	locs    sync.Map             // key ID → *time.Location; a key's timezone never changes
-	queues  sync.Map             // key ID → *keyQueue: this process's reservations of the key, run in batches
+	queues  sync.Map             // lane (laneOf) → *keyQueue: this process's reservations of the lane's keys, run in batches
 	settles settleQueue          // this process's settlements, run in batches
 	later   inflight.Settlements // settlements queued by SettleLater, not yet answered
 
@@ -129,6 +131,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	s := &Store{pool: pool, Now: time.Now}
 	s.settles.next = func(pending []*settleOp) int { return min(len(pending), maxSettleBatch) }
 	s.settles.run = s.runSettleBatch
+	s.settles.linger = lingerSettles
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, s.wrap("open: migrate", err)

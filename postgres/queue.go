@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // groupQueue is a group-commit queue of this process: ops that arrive while
@@ -14,6 +15,10 @@ import (
 type groupQueue[T comparable] struct {
 	next func(pending []T) int // how many of the pending ops the next batch takes
 	run  func(batch []T)       // runs a batch and answers every op of it
+
+	// linger, if set, returns how long the next batch may wait for more
+	// ops to join it, given the pending ones: zero runs it at once.
+	linger func(pending []T) time.Duration
 
 	mu      sync.Mutex
 	pending []T
@@ -54,6 +59,13 @@ func (q *groupQueue[T]) wait(ctx context.Context, op T, done <-chan struct{}) er
 func (q *groupQueue[T]) drain() {
 	for {
 		q.mu.Lock()
+		if q.linger != nil {
+			if d := q.linger(q.pending); d > 0 {
+				q.mu.Unlock()
+				time.Sleep(d) // not synchronisation: a batch's time to fill
+				q.mu.Lock()
+			}
+		}
 		n := q.next(q.pending)
 		if n == 0 {
 			q.running = false

@@ -54,10 +54,10 @@ func (s *Store) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrak
 	return res, nil
 }
 
-// reserve decides a reservation in its key's next batch (reserve_batch.go):
-// keybrake_reserve_batch, or keybrake_reserve for a batch of one, takes the
-// key row lock, looks up the replay, checks the caps and inserts the
-// reservation with its counters, in one statement and one implicit
+// reserve decides a reservation in its lane's next batch (reserve_batch.go):
+// keybrake_reserve_many, or keybrake_reserve for a batch of one, takes the
+// key row lock, looks up the replay, checks the caps and guards and inserts
+// the reservation with its counters, in one statement and one implicit
 // transaction. The lock is held only while the server runs it and commits,
 // never across a round trip to this process.
 func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
@@ -135,6 +135,19 @@ func (s *Store) location(ctx context.Context, keyID string) (*time.Location, err
 	}
 	s.locs.Store(keyID, loc)
 	return loc, nil
+}
+
+// rememberZone keeps the calendar zone of a key read for another reason
+// (the proxy's lookup by secret), so the key's first reservation on this
+// replica does not read it again: a round trip saved on the request path
+// of every key a replica has not reserved on yet.
+func (s *Store) rememberZone(k *keybrake.Key) {
+	if _, ok := s.locs.Load(k.ID); ok {
+		return
+	}
+	if loc, err := k.Location(); err == nil {
+		s.locs.Store(k.ID, loc)
+	}
 }
 
 // unusable returns the EUNAUTHORIZED error of a key that keybrake_reserve

@@ -67,6 +67,8 @@ func testConcurrency(t *testing.T, open opener) {
 		})
 	}
 
+	t.Run("ManyKeys", func(t *testing.T) { testManyKeysConcurrent(t, open) })
+
 	t.Run("ReplayRace", func(t *testing.T) {
 		// 50 goroutines send the same Idempotency-Key: one counts, all
 		// see the same reservation.
