@@ -157,7 +157,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 func (s *Store) prepare(ctx context.Context) error {
 	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
 	for _, q := range []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qInsertEvent, qKeyByID, qChainHead, qMoveHead,
-		qInsertCounted, qFindEntry, qInsertEntry, qUpdateEntry, qSavepoint, qRollbackTo, qRelease} {
+		qInsertCounted, qFindEntry, qInsertEntry, qUpdateEntry, qClaimNew, qFinishHeld, qSavepoint, qRollbackTo, qRelease} {
 		st, err := s.writer.PrepareContext(ctx, q)
 		if err != nil {
 			return err
