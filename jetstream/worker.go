@@ -288,23 +288,28 @@ func (w *Worker) handle(msg jsapi.Msg) {
 	stopProgress := w.keepInProgress(msg, ackWait)
 	res := process(w.handlerCtx, w.Handler, msg.Data())
 	stopProgress()
-	log := w.Logger.With("stream", w.Stream, "durable", w.Durable, "stream_seq", md.Sequence.Stream,
-		"num_delivered", md.NumDelivered, "key", res.Key, "outcome", res.Outcome, "action", res.Action)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	switch res.Action {
-	case billing.ActionAck:
+	log := func() *slog.Logger {
+		return w.Logger.With("stream", w.Stream, "durable", w.Durable, "stream_seq", md.Sequence.Stream,
+			"num_delivered", md.NumDelivered, "key", res.Key, "outcome", res.Outcome, "action", res.Action)
+	}
+	if res.Action == billing.ActionAck {
+		// The common case, kept free of the others' logger and context.
 		if err := msg.Ack(); err != nil {
 			// The message comes back and the ledger answers already_done.
-			log.Warn("jetstream ack not sent; the message will be redelivered", "err", err)
+			log().Warn("jetstream ack not sent; the message will be redelivered", "err", err)
 			return
 		}
 		w.kickFloor()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch res.Action {
 	case billing.ActionDeadLetter:
-		w.deadLetter(ctx, log, msg, md, res, res.Reason)
+		w.deadLetter(ctx, log(), msg, md, res, res.Reason)
 	default:
 		if maxDeliver > 0 && md.NumDelivered >= uint64(maxDeliver) {
-			w.deadLetter(ctx, log, msg, md, res, fmt.Sprintf("max deliveries (%d) exhausted: %s", maxDeliver, res.Reason))
+			w.deadLetter(ctx, log(), msg, md, res, fmt.Sprintf("max deliveries (%d) exhausted: %s", maxDeliver, res.Reason))
 			return
 		}
 		delay := res.Delay
@@ -312,9 +317,9 @@ func (w *Worker) handle(msg jsapi.Msg) {
 			delay = w.RetryDelay
 		}
 		if err := msg.NakWithDelay(delay); err != nil {
-			log.Warn("jetstream nak failed; the message will be redelivered after AckWait", "err", err)
+			log().Warn("jetstream nak failed; the message will be redelivered after AckWait", "err", err)
 		}
-		log.Info("jetstream retry", "delay", delay, "reason", res.Reason)
+		log().Info("jetstream retry", "delay", delay, "reason", res.Reason)
 	}
 }
 
