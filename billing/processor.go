@@ -185,6 +185,9 @@ func (p *Processor) log(res Result) {
 	case res.Action == ActionRetry && res.Outcome != OutcomeTransient:
 		level = slog.LevelWarn
 	}
+	if !p.Logger.Enabled(context.Background(), level) {
+		return // before boxing the attributes, which cost every event
+	}
 	p.Logger.Log(context.Background(), level, "billing event", "outcome", string(res.Outcome), "action", res.Action.String(),
 		"key", res.Key, "charge", res.ChargeID, "reason", res.Reason, "delay", res.Delay)
 }

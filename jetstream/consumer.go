@@ -173,33 +173,57 @@ func (w *Worker) kickFloor() {
 	}
 }
 
-// recordFloors records the consumer's ack floor after acks, coalescing
-// bursts, until floorStop is closed; then it records once more.
+// recordFloors records the consumer's ack floor after acks until
+// floorStop is closed; then it records once more. A kick is recorded
+// FloorInterval later, coalescing every ack of that interval into one
+// consumer-info request and one KV update: recording after each ack cost
+// the server three requests per event. The wait also lets the plain acks
+// sent before the kick reach the consumer; and while the floor moves but
+// still trails the delivered messages (acks in transit), the recorder kicks
+// itself, so the floor catches up with the last ack. A stale floor costs
+// nothing but a replay the ledger answers already_done.
 func (w *Worker) recordFloors() {
 	defer close(w.floorDone)
+	t := time.NewTimer(0)
+	<-t.C
 	for {
 		select {
 		case <-w.floorKick:
-			w.recordFloor()
 		case <-w.floorStop:
 			w.recordFloor()
 			return
 		}
+		t.Reset(w.FloorInterval)
+		select {
+		case <-t.C:
+		case <-w.floorStop:
+			t.Stop()
+			w.recordFloor()
+			return
+		}
+		if w.recordFloor() {
+			w.kickFloor()
+		}
 	}
 }
 
-func (w *Worker) recordFloor() {
+// recordFloor records the consumer's ack floor and reports whether it
+// moved since the last record and still trails the delivered messages.
+func (w *Worker) recordFloor() (again bool) {
 	cons, _, _ := w.current()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ci, err := cons.Info(ctx)
 	if err != nil {
 		w.Logger.Warn("jetstream ack floor not recorded", "stream", w.Stream, "durable", w.Durable, "err", err)
-		return
+		return false
 	}
 	if err := w.saveFloor(ctx, ci.AckFloor.Stream); err != nil {
 		w.Logger.Warn("jetstream ack floor not recorded", "stream", w.Stream, "durable", w.Durable, "err", err)
 	}
+	moved := ci.AckFloor.Stream != w.lastFloor
+	w.lastFloor = ci.AckFloor.Stream
+	return moved && ci.AckFloor.Stream < ci.Delivered.Stream
 }
 
 // Floor returns the ack floor recorded for the worker's durable.

@@ -22,13 +22,17 @@ const (
 	DefaultFetchWait       = 5 * time.Second
 	DefaultRetryDelay      = 5 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultFloorInterval   = 250 * time.Millisecond
 )
 
 // Worker consumes a durable pull consumer (AckExplicit) of a stream and hands
 // every message body to Handler. It answers the server only from the
 // Handler's billing.Result:
 //
-//   - ActionAck: Ack, confirmed by the server (double ack).
+//   - ActionAck: Ack. The ledger already holds the outcome durably, so the
+//     ack is not waited for (no double ack): a lost ack only redelivers the
+//     message, which the ledger answers already_done, and waiting for the
+//     server's confirmation held a handler for a round trip per event.
 //   - ActionRetry: NakWithDelay(Result.Delay); on the consumer's last
 //     delivery (NumDelivered ≥ MaxDeliver), a dead letter and Term instead.
 //   - ActionDeadLetter: publish a DeadLetter to DeadLetterSubject, then
@@ -76,6 +80,10 @@ type Worker struct {
 	// RetryDelay is the Nak delay of a retry whose Result.Delay is 0, and
 	// after a failed dead-letter publish; 0 means DefaultRetryDelay.
 	RetryDelay time.Duration
+	// FloorInterval is how long after an ack the ack floor is recorded,
+	// the acks of that interval recorded together; 0 means
+	// DefaultFloorInterval.
+	FloorInterval time.Duration
 	// ShutdownTimeout is how long Close waits for in-flight handlers
 	// before it cancels their context; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -97,6 +105,7 @@ type Worker struct {
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	floorKick  chan struct{}
+	lastFloor  uint64 // the floor recordFloor last saw; recordFloors' own
 	floorStop  chan struct{}
 	floorDone  chan struct{}
 	closeOnce  sync.Once
@@ -195,6 +204,9 @@ func (w *Worker) defaults() {
 	if w.ShutdownTimeout <= 0 {
 		w.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if w.FloorInterval <= 0 {
+		w.FloorInterval = DefaultFloorInterval
+	}
 	if w.Logger == nil {
 		w.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -276,23 +288,28 @@ func (w *Worker) handle(msg jsapi.Msg) {
 	stopProgress := w.keepInProgress(msg, ackWait)
 	res := process(w.handlerCtx, w.Handler, msg.Data())
 	stopProgress()
-	log := w.Logger.With("stream", w.Stream, "durable", w.Durable, "stream_seq", md.Sequence.Stream,
-		"num_delivered", md.NumDelivered, "key", res.Key, "outcome", res.Outcome, "action", res.Action)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	switch res.Action {
-	case billing.ActionAck:
-		if err := msg.DoubleAck(ctx); err != nil {
+	log := func() *slog.Logger {
+		return w.Logger.With("stream", w.Stream, "durable", w.Durable, "stream_seq", md.Sequence.Stream,
+			"num_delivered", md.NumDelivered, "key", res.Key, "outcome", res.Outcome, "action", res.Action)
+	}
+	if res.Action == billing.ActionAck {
+		// The common case, kept free of the others' logger and context.
+		if err := msg.Ack(); err != nil {
 			// The message comes back and the ledger answers already_done.
-			log.Warn("jetstream ack not confirmed; the message will be redelivered", "err", err)
+			log().Warn("jetstream ack not sent; the message will be redelivered", "err", err)
 			return
 		}
 		w.kickFloor()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch res.Action {
 	case billing.ActionDeadLetter:
-		w.deadLetter(ctx, log, msg, md, res, res.Reason)
+		w.deadLetter(ctx, log(), msg, md, res, res.Reason)
 	default:
 		if maxDeliver > 0 && md.NumDelivered >= uint64(maxDeliver) {
-			w.deadLetter(ctx, log, msg, md, res, fmt.Sprintf("max deliveries (%d) exhausted: %s", maxDeliver, res.Reason))
+			w.deadLetter(ctx, log(), msg, md, res, fmt.Sprintf("max deliveries (%d) exhausted: %s", maxDeliver, res.Reason))
 			return
 		}
 		delay := res.Delay
@@ -300,9 +317,9 @@ func (w *Worker) handle(msg jsapi.Msg) {
 			delay = w.RetryDelay
 		}
 		if err := msg.NakWithDelay(delay); err != nil {
-			log.Warn("jetstream nak failed; the message will be redelivered after AckWait", "err", err)
+			log().Warn("jetstream nak failed; the message will be redelivered after AckWait", "err", err)
 		}
-		log.Info("jetstream retry", "delay", delay, "reason", res.Reason)
+		log().Info("jetstream retry", "delay", delay, "reason", res.Reason)
 	}
 }
 

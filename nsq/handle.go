@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -49,18 +50,19 @@ func (w *Worker) keepAlive(m *gonsq.Message) (stop func()) {
 // respond answers nsqd for m from res.
 func (w *Worker) respond(m *gonsq.Message, d Delivery, res billing.Result) {
 	r := Response{Delivery: d, Result: res}
-	log := w.Logger.With("msg", hex.EncodeToString(m.ID[:]), "attempts", m.Attempts, "key", res.Key, "outcome", res.Outcome)
 	switch {
 	case res.Action == billing.ActionAck:
 		m.Finish()
 		w.acked.Add(1)
 		r.Verb = VerbFinish
-		log.Debug("nsq worker: FIN", "charge", res.ChargeID)
+		if w.Logger.Enabled(context.Background(), slog.LevelDebug) {
+			w.logger(m, res).Debug("nsq worker: FIN", "charge", res.ChargeID)
+		}
 	case res.Action == billing.ActionRetry && m.Attempts < w.MaxAttempts:
 		r.Verb, r.Delay = VerbRequeue, w.retryDelay(res, m.Attempts)
 		m.RequeueWithoutBackoff(r.Delay)
 		w.retried.Add(1)
-		log.Info("nsq worker: REQ", "delay", r.Delay, "reason", res.Reason)
+		w.logger(m, res).Info("nsq worker: REQ", "delay", r.Delay, "reason", res.Reason)
 	default:
 		reason := res.Reason
 		switch res.Action {
@@ -78,16 +80,22 @@ func (w *Worker) respond(m *gonsq.Message, d Delivery, res billing.Result) {
 			m.RequeueWithoutBackoff(r.Delay)
 			w.failed.Add(1)
 			w.retried.Add(1)
-			log.Error("nsq worker: dead-letter publish failed; requeued", "topic", w.DeadLetterTopic, "reason", reason, "err", r.Err, "delay", r.Delay)
+			w.logger(m, res).Error("nsq worker: dead-letter publish failed; requeued", "topic", w.DeadLetterTopic, "reason", reason, "err", r.Err, "delay", r.Delay)
 			break
 		}
 		m.Finish()
 		w.deadLettered.Add(1)
-		log.Warn("nsq worker: dead-lettered", "topic", w.DeadLetterTopic, "reason", reason)
+		w.logger(m, res).Warn("nsq worker: dead-lettered", "topic", w.DeadLetterTopic, "reason", reason)
 	}
 	if w.OnResponse != nil {
 		w.OnResponse(r)
 	}
+}
+
+// logger is the Worker's logger with m's and res's attributes, built only
+// for the answers that log: building it cost the FIN of every event.
+func (w *Worker) logger(m *gonsq.Message, res billing.Result) *slog.Logger {
+	return w.Logger.With("msg", hex.EncodeToString(m.ID[:]), "attempts", m.Attempts, "key", res.Key, "outcome", res.Outcome)
 }
 
 // retryDelay is res.Delay, or Backoff's when the handler gave none, capped

@@ -17,7 +17,8 @@ import (
 // interleave with another claim, in this process or another one on the same
 // file, and each method returns only after the commit that made its change
 // durable. Concurrent workers' claims and finishes share that commit, and
-// the statements are prepared once per Store.
+// the statements are prepared once per Store. The claim of a new key and
+// the finish of a held lease first try one statement (ledger_fast.go).
 
 var _ keybrake.Ledger = (*Store)(nil)
 
@@ -35,6 +36,11 @@ func (s *Store) Claim(ctx context.Context, args keybrake.ClaimArgs) (*keybrake.C
 		return nil, err
 	}
 	key := args.Entry.Key
+	if e, ok, err := s.claimNew(ctx, args); err != nil {
+		return nil, wrap(err, "claim %s", key)
+	} else if ok {
+		return &keybrake.ClaimResult{Entry: e, Claimed: true}, nil
+	}
 	var res *keybrake.ClaimResult
 	// Statements of a batch run to the end whatever the caller's context:
 	// one interrupted would roll back the others' writes (batch.go).
@@ -53,7 +59,7 @@ func (s *Store) Claim(ctx context.Context, args keybrake.ClaimArgs) (*keybrake.C
 		}
 		next, claimed := args.Apply(cur)
 		if next != nil {
-			if err := s.putEntry(wctx, tx, next); err != nil {
+			if err := s.putEntry(wctx, tx, next, cur != nil); err != nil {
 				return err
 			}
 			res.Entry = normEntry(next)
@@ -78,6 +84,11 @@ func (s *Store) Extend(ctx context.Context, key, owner string, now, until time.T
 func (s *Store) Finish(ctx context.Context, args keybrake.FinishArgs) (*keybrake.LedgerEntry, error) {
 	if err := args.Validate(); err != nil {
 		return nil, err
+	}
+	if e, ok, err := s.finishHeld(ctx, args); err != nil {
+		return nil, wrap(err, "finish ledger entry %s", args.Key)
+	} else if ok {
+		return e, nil
 	}
 	return s.update(ctx, args.Key, "finish", args.Apply)
 }
@@ -108,7 +119,7 @@ func (s *Store) update(ctx context.Context, key, what string, fn func(*keybrake.
 			out = cur
 			return nil
 		}
-		if err := s.putEntry(wctx, tx, next); err != nil {
+		if err := s.putEntry(wctx, tx, next, true); err != nil {
 			return err
 		}
 		out = normEntry(next)
@@ -207,12 +218,14 @@ func pageLimit(n int) (int, error) {
 }
 
 const (
-	qFindEntry = `SELECT ` + ledgerColumns + ` FROM ledger_entries WHERE key = ?`
-	qPutEntry  = `INSERT INTO ledger_entries (` + ledgerColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (key) DO UPDATE SET state = excluded.state, charge_id = excluded.charge_id,
-			reason = excluded.reason, attempts = excluded.attempts, lease_owner = excluded.lease_owner,
-			lease_until = excluded.lease_until, updated_at = excluded.updated_at`
+	qFindEntry   = `SELECT ` + ledgerColumns + ` FROM ledger_entries WHERE key = ?`
+	qInsertEntry = `INSERT INTO ledger_entries (` + ledgerColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// qUpdateEntry writes the columns a transition changes; the others
+	// (amount, currency, customer, fingerprint, first attempt, creation) are
+	// the event's and never change.
+	qUpdateEntry = `UPDATE ledger_entries SET state = ?2, charge_id = ?3, reason = ?4, attempts = ?5,
+		lease_owner = ?6, lease_until = ?7, updated_at = ?8 WHERE key = ?1`
 )
 
 // findEntry reads the entry of key in tx, through the prepared statement.
@@ -220,9 +233,24 @@ func (s *Store) findEntry(ctx context.Context, tx *sql.Tx, key string) (*keybrak
 	return scanEntry(s.txQueryRow(ctx, tx, qFindEntry, key))
 }
 
-// putEntry writes every column of e, inserting it if it is new.
-func (s *Store) putEntry(ctx context.Context, tx *sql.Tx, e *keybrake.LedgerEntry) error {
-	_, err := s.txExec(ctx, tx, qPutEntry,
+// putEntry writes e: every column if it is new, else the columns a
+// transition changes. A plain INSERT or UPDATE, where an upsert first tried
+// the insert (every column, every constraint) and then updated.
+func (s *Store) putEntry(ctx context.Context, tx *sql.Tx, e *keybrake.LedgerEntry, exists bool) error {
+	if exists {
+		res, err := s.txExec(ctx, tx, qUpdateEntry, e.Key, e.State, e.ChargeID, e.Reason, e.Attempts,
+			e.LeaseOwner, ledgerMicros(e.LeaseUntil), ledgerMicros(e.UpdatedAt))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return fmt.Errorf("update ledger entry %s: %d rows changed, want 1", e.Key, n)
+		}
+		return nil
+	}
+	_, err := s.txExec(ctx, tx, qInsertEntry,
 		e.Key, e.State, e.Amount, e.Currency, e.Customer, e.Fingerprint, e.ChargeID, e.Reason, e.Attempts,
 		e.LeaseOwner, ledgerMicros(e.LeaseUntil), ledgerMicros(e.FirstAttemptAt), ledgerMicros(e.CreatedAt), ledgerMicros(e.UpdatedAt))
 	return err

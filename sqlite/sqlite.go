@@ -161,7 +161,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 func (s *Store) prepare(ctx context.Context) error {
 	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
 	hot := []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qKeyByID, qChainHead, qMoveHead,
-		qInsertCounted, qFindEntry, qPutEntry, qSavepoint, qRollbackTo, qRelease}
+		qInsertCounted, qFindEntry, qInsertEntry, qUpdateEntry, qClaimNew, qFinishHeld, qSavepoint, qRollbackTo, qRelease}
 	for _, q := range qInsertEventsBy {
 		hot = append(hot, q)
 	}
