@@ -35,6 +35,7 @@ type benchConfig struct {
 	HTMLFile        string
 	ProxyProfile    string
 	ProxyMemProfile string           // serve --memprofile of the first replica
+	ServeExe        string           // the program the replicas run; empty: this one
 	SimMaxObjects   int              // the simulator's --max-objects: 0 keeps every object
 	Args            []string         // the command line, for the report
 	Now             func() time.Time // the proxies' clock; default time.Now (bench_growth.go moves it)
@@ -122,7 +123,7 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&c.Requests, "requests", 0, "stop each phase after this many requests even before --duration; 0: --duration alone (guards: charges per run, default 2000)")
 	fs.DurationVar(&c.Duration, "duration", 3*time.Second, "duration of each phase (one operation, one path, one concurrency, one run)")
 	fs.Float64Var(&c.Rate, "rate", 0, "open loop: schedule this many requests per second in each HTTP phase, taken by whichever client is free, latency counted from each request's scheduled time (for tail latency below saturation); 0: closed loop, each client sends when its last request is answered (throughput at saturation)")
-	fs.IntVar(&c.Warmup, "warmup", 200, "requests sent on every path before each run's phases of an operation")
+	fs.IntVar(&c.Warmup, "warmup", 200, "requests sent on every path before each run's phases of an operation (keys: at least enough that every replica meets each of its keys first)")
 	fs.IntVar(&c.Runs, "runs", 3, "times every phase is repeated, interleaved; the summary is min / median / max across runs")
 	fs.StringVar(&conc, "concurrency", "1,64", "comma-separated client counts (worker-*: consumer concurrency); every phase runs at each")
 	paths := fs.String("paths", "direct,bare,keybrake", "the paths the HTTP phases measure, comma-separated: direct (the simulator), bare (the bare proxy), keybrake; the ratios need direct")
@@ -137,6 +138,7 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file (with --in-process: of everything)")
 	fs.IntVar(&c.SimMaxObjects, "sim-max-objects", 0, "the simulator keeps about this many charges (and other objects) each, forgetting the oldest finished ones as serve's built-in simulator does, so its memory stays bounded over a long run (stripesim --max-objects); 0 keeps everything")
 	fs.StringVar(&c.ProxyProfile, "proxy-cpuprofile", "", "write a CPU profile of the first keybrake serve process to this file (serve --cpuprofile)")
+	fs.StringVar(&c.ServeExe, "serve-exe", "", "run the keybrake serve replicas from this keybrake executable instead of this one (an A/B of two builds under the same load generator); not with --in-process")
 	fs.StringVar(&c.ProxyMemProfile, "proxy-memprofile", "", "write a heap profile of the first keybrake serve process to this file when it stops (serve --memprofile), for where its memory goes")
 	bareUpstream := fs.String("bare-proxy", "", "internal: serve only the bench's bare reverse proxy to this upstream on --bare-addr (how bench starts its baseline process)")
 	bareAddr := fs.String("bare-addr", "127.0.0.1:0", "internal: the address of --bare-proxy")
@@ -253,6 +255,8 @@ func (c *benchConfig) parse(conc, ops, store, dsn string) error {
 		return fmt.Errorf("invalid --events %d: want 1 or more", c.Events)
 	case c.WorkerVia != "direct" && c.WorkerVia != "keybrake":
 		return fmt.Errorf("invalid --worker-via %q: want direct or keybrake", c.WorkerVia)
+	case c.ServeExe != "" && c.InProcess:
+		return fmt.Errorf("invalid --serve-exe: the replicas run in this process with --in-process")
 	case (c.ProxyProfile != "" || c.ProxyMemProfile != "") && c.InProcess:
 		return fmt.Errorf("invalid --proxy-cpuprofile or --proxy-memprofile: the proxy runs in the bench process with --in-process; use --cpuprofile")
 	}

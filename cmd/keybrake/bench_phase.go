@@ -76,6 +76,8 @@ type Sample struct {
 	P50       float64 `json:"p50_us"`
 	P99       float64 `json:"p99_us"`
 	Max       float64 `json:"max_us"`
+	// CPU is what the phase cost each process, per request (Linux only).
+	CPU *PhaseCPU `json:"cpu,omitempty"`
 }
 
 // phase sends o to t from clients concurrent loops until the duration has
@@ -233,7 +235,7 @@ func (b *bench) runHTTP(ctx context.Context, progress io.Writer) ([]Sample, erro
 			ts := b.targets(name, run-1)
 			if b.cfg.Warmup > 0 {
 				for _, t := range ts {
-					if s := b.phase(ctx, t, o, min(8, b.cfg.Warmup), time.Minute, b.cfg.Warmup, 0); s.Errors > 0 {
+					if s := b.phase(ctx, t, o, min(8, b.cfg.Warmup), time.Minute, warmupRequests(t, b.cfg.Warmup), 0); s.Errors > 0 {
 						return out, fmt.Errorf("warm-up of %s on %s: %d of %d failed: %s", name, t.path, s.Errors, s.Requests, s.FirstErr)
 					}
 				}
@@ -244,16 +246,39 @@ func (b *bench) runHTTP(ctx context.Context, progress io.Writer) ([]Sample, erro
 					if err := ctx.Err(); err != nil {
 						return out, err
 					}
+					before := b.sampleCPU()
 					s := b.phase(ctx, t, o, n, b.cfg.Duration, b.cfg.Requests, b.cfg.Rate)
+					s.CPU = cpuBetween(before, b.sampleCPU(), s.Requests-s.Errors)
 					s.Run, s.Op = run, name
 					fmt.Fprintf(progress, "bench: run %d/%d %-6s %-11s %4d clients: %7.0f/s p50 %6.0f µs p99 %7.0f µs max %7.0f µs, %d errors\n",
 						run, b.cfg.Runs, name, t.path, n, s.PerSecond, s.P50, s.P99, s.Max, s.Errors)
+					if s.CPU != nil {
+						fmt.Fprintf(progress, "bench:   %s\n", s.CPU)
+					}
 					out = append(out, s)
 				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// warmupRequests is how many requests warm path t up: at least n, and
+// with several keys enough to send every key to every replica it meets in
+// a phase (the phase pairs request i with key i mod keys and replica i mod
+// replicas, so the pairs repeat every lcm(keys, replicas) requests). A
+// phase then measures keys each replica has met, with their lookups cached
+// and its pool grown, not the first meeting of most keys (1,000 keys in a
+// 3 s phase).
+func warmupRequests(t target, n int) int {
+	if len(t.keys) <= 1 {
+		return n
+	}
+	a, b := len(t.keys), len(t.bases)
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return max(n, len(t.keys)/a*len(t.bases))
 }
 
 // CapCheckResult is the outcome of racing 64 clients for a capped key.

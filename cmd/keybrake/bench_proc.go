@@ -39,13 +39,15 @@ func benchExecutable() (string, error) {
 	return exe, nil
 }
 
-// startChild starts exe with args and extra environment variables, then
-// polls ready (a URL answering 200) until it does, the process exits, or
-// the deadline passes.
-func startChild(ctx context.Context, name string, args, env []string, ready string) (*benchChild, error) {
-	exe, err := benchExecutable()
-	if err != nil {
-		return nil, err
+// startChild starts exe (this program if empty) with args and extra
+// environment variables, then polls ready (a URL answering 200) until it
+// does, the process exits, or the deadline passes.
+func startChild(ctx context.Context, name, exe string, args, env []string, ready string) (*benchChild, error) {
+	if exe == "" {
+		var err error
+		if exe, err = benchExecutable(); err != nil {
+			return nil, err
+		}
 	}
 	c := &benchChild{name: name, out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
 	c.cmd = exec.Command(exe, args...)
@@ -137,7 +139,7 @@ func (c *benchChild) stop() error {
 // loopback address free a moment before, and a child that lost the port
 // to another process in between is started again on another, twice at
 // most.
-func startOnFreeAddr(ctx context.Context, name string, args func(addr string) []string, env []string, ready func(addr string) string) (*benchChild, string, error) {
+func startOnFreeAddr(ctx context.Context, name, exe string, args func(addr string) []string, env []string, ready func(addr string) string) (*benchChild, string, error) {
 	var err error
 	for range 3 {
 		var addr string
@@ -145,7 +147,7 @@ func startOnFreeAddr(ctx context.Context, name string, args func(addr string) []
 			return nil, "", err
 		}
 		var c *benchChild
-		if c, err = startChild(ctx, name, args(addr), env, ready(addr)); err == nil {
+		if c, err = startChild(ctx, name, exe, args(addr), env, ready(addr)); err == nil {
 			return c, addr, nil
 		}
 		if !strings.Contains(err.Error(), "address already in use") {

@@ -55,6 +55,7 @@ type bench struct {
 	children []*benchChild
 
 	mem *memWatch // the RSS of this process and of the children
+	cpu cpuGroups // whose CPU each HTTP phase accounts for (bench_cpu.go)
 }
 
 // newBench starts the parts of a run, in processes or in this one, and
@@ -74,6 +75,9 @@ func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
 	}
 	if err == nil {
 		err = b.setup(ctx)
+	}
+	if err == nil && isPostgres(cfg.DB) {
+		b.cpu.postmaster = findPostmaster(ctx, cfg.DB)
 	}
 	if err != nil {
 		b.close()
@@ -95,7 +99,7 @@ func (b *bench) startProcesses(ctx context.Context) error {
 	httpURL := func(path string) func(string) string {
 		return func(addr string) string { return "http://" + addr + path }
 	}
-	sim, simAddr, err := startOnFreeAddr(ctx, "stripesim", func(addr string) []string {
+	sim, simAddr, err := startOnFreeAddr(ctx, "stripesim", "", func(addr string) []string {
 		return []string{"stripesim", "--addr", addr, "--max-objects", fmt.Sprint(b.cfg.SimMaxObjects)}
 	}, nil, httpURL("/_sim/clock"))
 	if err != nil {
@@ -104,7 +108,7 @@ func (b *bench) startProcesses(ctx context.Context) error {
 	b.addChild(sim)
 	b.simURL = "http://" + simAddr
 	if b.cfg.measures(pathBare) {
-		bare, bareAddr, err := startOnFreeAddr(ctx, "bare proxy", func(addr string) []string {
+		bare, bareAddr, err := startOnFreeAddr(ctx, "bare proxy", "", func(addr string) []string {
 			return []string{"bench", "--bare-proxy", b.simURL, "--bare-addr", addr}
 		}, nil, httpURL("/healthz"))
 		if err != nil {
@@ -116,7 +120,7 @@ func (b *bench) startProcesses(ctx context.Context) error {
 	// One at a time: the first applies the migrations.
 	env := []string{"STRIPE_SECRET_KEY=" + simulatorSecret, "KEYBRAKE_ADMIN_TOKEN=" + benchAdminToken}
 	for i := range b.cfg.Replicas {
-		c, addr, err := startOnFreeAddr(ctx, fmt.Sprintf("serve replica %d", i+1), func(addr string) []string {
+		c, addr, err := startOnFreeAddr(ctx, fmt.Sprintf("serve replica %d", i+1), b.cfg.ServeExe, func(addr string) []string {
 			args := []string{"serve", "--addr", addr, "--db", b.dbPath(), "--upstream", b.simURL, "--log-level", "warn", "--max-conns", "4096"}
 			if i == 0 && b.cfg.ProxyProfile != "" {
 				args = append(args, "--cpuprofile", b.cfg.ProxyProfile)

@@ -64,7 +64,7 @@ func (b *bench) startBroker(ctx context.Context, transport string) (*benchBroker
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
 	}
-	c, addr, err := startOnFreeAddr(ctx, "broker "+transport, func(addr string) []string {
+	c, addr, err := startOnFreeAddr(ctx, "broker "+transport, "", func(addr string) []string {
 		return []string{"broker", "--transport", transport, "--addr", addr, "--data", data}
 	}, nil, func(addr string) string { return "tcp:" + addr })
 	if err != nil {
