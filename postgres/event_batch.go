@@ -45,10 +45,8 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 			h.Chain(&chained[i])
 			h.Time = chained[i].Time
 		}
-		if ids, err = insertEvents(ctx, tx, chained); err != nil {
-			return err
-		}
-		return moveHeads(ctx, tx, heads)
+		ids, err = insertEvents(ctx, tx, chained, heads)
+		return err
 	})
 	if err != nil {
 		return s.wrap("add events", err)
@@ -69,12 +67,18 @@ func lockHeads(ctx context.Context, tx pgx.Tx, events []keybrake.Event) (map[str
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_heads (key_id, seq, hash, time)
+	// Both statements in one round trip (a pipeline), run in this order.
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO audit_heads (key_id, seq, hash, time)
 		SELECT k, 0, '', now() FROM unnest($1::text[]) AS k ORDER BY k
-		ON CONFLICT (key_id) DO NOTHING`, keys); err != nil {
+		ON CONFLICT (key_id) DO NOTHING`, keys)
+	b.Queue(`SELECT key_id, seq, hash FROM audit_heads WHERE key_id = ANY($1) ORDER BY key_id FOR UPDATE`, keys)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, `SELECT key_id, seq, hash FROM audit_heads WHERE key_id = ANY($1) ORDER BY key_id FOR UPDATE`, keys)
+	rows, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
@@ -93,10 +97,15 @@ func lockHeads(ctx context.Context, tx pgx.Tx, events []keybrake.Event) (map[str
 	if len(heads) != len(keys) {
 		return nil, fmt.Errorf("locked %d audit heads of %d", len(heads), len(keys))
 	}
+	rows.Close()
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
 	return heads, nil
 }
 
-func moveHeads(ctx context.Context, tx pgx.Tx, heads map[string]*keybrake.ChainLink) error {
+// queueMoveHeads queues the update of the heads to b.
+func queueMoveHeads(b *pgx.Batch, heads map[string]*keybrake.ChainLink) {
 	var (
 		keys, hashes []string
 		seqs         []int64
@@ -105,15 +114,15 @@ func moveHeads(ctx context.Context, tx pgx.Tx, heads map[string]*keybrake.ChainL
 	for _, h := range heads {
 		keys, seqs, hashes, times = append(keys, h.KeyID), append(seqs, h.Seq), append(hashes, h.Hash), append(times, h.Time)
 	}
-	_, err := tx.Exec(ctx, `UPDATE audit_heads h SET seq = u.seq, hash = u.hash, time = u.time
+	b.Queue(`UPDATE audit_heads h SET seq = u.seq, hash = u.hash, time = u.time
 		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[]) AS u(key_id, seq, hash, time)
 		WHERE h.key_id = u.key_id`, keys, seqs, hashes, times)
-	return err
 }
 
-// insertEvents inserts events in one statement and returns their IDs in
+// insertEvents inserts events in one statement, moves their keys' heads in
+// a second one sent in the same round trip, and returns the events' IDs in
 // order.
-func insertEvents(ctx context.Context, tx pgx.Tx, events []keybrake.Event) ([]int64, error) {
+func insertEvents(ctx context.Context, tx pgx.Tx, events []keybrake.Event, heads map[string]*keybrake.ChainLink) ([]int64, error) {
 	n := len(events)
 	var (
 		keyIDs, ops, methods, paths, currencies   = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -135,7 +144,8 @@ func insertEvents(ctx context.Context, tx pgx.Tx, events []keybrake.Event) ([]in
 	// Rows are inserted in ordinality order, so the identity column numbers
 	// them in that order: the returned IDs, sorted, belong to the events in
 	// order, whatever order RETURNING lists them in.
-	rows, err := tx.Query(ctx, `INSERT INTO events (key_id, time, operation, method, path, amount, currency, micros,
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO events (key_id, time, operation, method, path, amount, currency, micros,
 		decision, reason, upstream_status, object_id, request_id, idempotency_key, reservation_id, seq, prev_hash, hash,
 		via, mcp_session, mcp_client)
 		SELECT key_id, time, operation, method, path, amount, currency, micros,
@@ -152,6 +162,10 @@ func insertEvents(ctx context.Context, tx pgx.Tx, events []keybrake.Event) ([]in
 		keyIDs, times, ops, methods, paths, amounts, currencies, micros,
 		decisions, reasons, statuses, objectIDs, requestIDs, idemKeys, rsvIDs, seqs, prevHashes, hashes,
 		vias, mcpSessions, mcpClients)
+	queueMoveHeads(b, heads)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +183,13 @@ func insertEvents(ctx context.Context, tx pgx.Tx, events []keybrake.Event) ([]in
 	}
 	if len(ids) != n {
 		return nil, fmt.Errorf("inserted %d events of %d", len(ids), n)
+	}
+	rows.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
 	}
 	slices.Sort(ids)
 	return ids, nil
