@@ -107,6 +107,15 @@ process it started once a second, and reports for each its RSS at the start,
 after the first warm-up, at the end and the largest sampled, in the table,
 the JSON ("memory", with every sample) and the HTML (a chart over time).
 
+CPU: for every HTTP phase the bench reads, from /proc (Linux), the CPU time
+its own process (the load generator), the simulator, the bare proxy, the
+serve replicas (summed) and, with a PostgreSQL server on this machine, the
+server (postmaster and all its processes) used, and prints it per
+successful request with the cores they kept busy (and the whole machine's)
+after the phase's line; the JSON has it as "cpu" of each sample. The
+throughput of a saturated phase is at most the machine's cores divided by
+the total CPU per request.
+
 Outputs: the table on stdout, --json FILE (every run and the summary), --html
 FILE (charts and tables in one page). Numbers from a shared machine are
 noisy: compare the ratios of one run, across runs. docs/performance.md has

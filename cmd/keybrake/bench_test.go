@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,7 +46,11 @@ type benchJSON struct {
 		P50      float64 `json:"p50_us"`
 		P99      float64 `json:"p99_us"`
 		Max      float64 `json:"max_us"`
-		Offered  float64 `json:"offered_per_s"`
+		CPU      *struct {
+			PerRequestUS map[string]float64 `json:"per_request_us"`
+			CoresBusy    float64            `json:"cores_busy"`
+		} `json:"cpu"`
+		Offered float64 `json:"offered_per_s"`
 	} `json:"samples"`
 	Summary []struct {
 		Op       string `json:"op"`
@@ -146,6 +151,18 @@ func TestBenchHTTP(t *testing.T) {
 		if s.Errors != 0 || s.Requests == 0 || s.PerS <= 0 || s.P50 <= 0 || s.P99 < s.P50 || s.Max < s.P99 {
 			t.Fatalf("bad sample %+v", s)
 		}
+		if runtime.GOOS != "linux" {
+			continue
+		}
+		// Each phase accounts for the CPU of the bench and of its children.
+		if s.CPU == nil || s.CPU.CoresBusy < 0 {
+			t.Fatalf("sample %s/%s has no CPU accounting: %+v", s.Op, s.Path, s.CPU)
+		}
+		for _, p := range []string{"bench", "stripesim", "serve", "bare proxy"} {
+			if v, ok := s.CPU.PerRequestUS[p]; !ok || v < 0 {
+				t.Fatalf("sample %s/%s: CPU of %s %v, %v", s.Op, s.Path, p, v, ok)
+			}
+		}
 	}
 	if len(rep.Summary) != 3*2*3 {
 		t.Fatalf("%d summary rows", len(rep.Summary))
@@ -192,6 +209,21 @@ func TestBenchHTTP(t *testing.T) {
 	// Three charts for each of three operations, and the memory chart.
 	if err != nil || strings.Count(string(page), "<svg") != 9+1 || !strings.Contains(string(page), "</html>") {
 		t.Fatalf("html: %v, %d charts", err, strings.Count(string(page), "<svg"))
+	}
+}
+
+func TestBenchWarmupMeetsEveryKeyOnEveryReplica(t *testing.T) {
+	for _, c := range []struct{ keys, replicas, warmup, want int }{
+		{1, 4, 200, 200},     // the hot key: --warmup alone
+		{5, 1, 200, 200},     // fewer keys than --warmup
+		{1000, 1, 200, 1000}, // every key once
+		{1000, 4, 200, 1000}, // key i always meets replica i mod 4
+		{1000, 3, 200, 3000}, // every key meets every replica
+		{1000, 4, 0, 1000},
+	} {
+		if got := main.WarmupRequests(c.keys, c.replicas, c.warmup); got != c.want {
+			t.Errorf("%d keys, %d replicas, --warmup %d: %d requests, want %d", c.keys, c.replicas, c.warmup, got, c.want)
+		}
 	}
 }
 
