@@ -56,10 +56,9 @@ func findPostmaster(ctx context.Context, dsn string) int {
 
 // procStat is what the bench reads of /proc/PID/stat.
 type procStat struct {
-	ppid       int
-	cpu        time.Duration // utime + stime
-	reapedCPU  time.Duration // cutime + cstime: children waited for
-	processCmd string
+	ppid      int
+	cpu       time.Duration // utime + stime
+	reapedCPU time.Duration // cutime + cstime: children waited for
 }
 
 func readStat(pid int) (procStat, bool) {
@@ -81,10 +80,9 @@ func readStat(pid int) (procStat, bool) {
 	n := func(k int) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
 	// f[0] is field 3 (state): ppid is field 4, utime..cstime fields 14..17.
 	return procStat{
-		ppid:       int(n(1)),
-		cpu:        time.Duration(n(11)+n(12)) * clockTick,
-		reapedCPU:  time.Duration(n(13)+n(14)) * clockTick,
-		processCmd: s[strings.IndexByte(s, '(')+1 : i],
+		ppid:      int(n(1)),
+		cpu:       time.Duration(n(11)+n(12)) * clockTick,
+		reapedCPU: time.Duration(n(13)+n(14)) * clockTick,
 	}, true
 }
 
