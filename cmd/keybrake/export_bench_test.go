@@ -8,3 +8,6 @@ var ChildEnv = childEnv
 
 // ParseProcStatus exposes parseProcStatus to the external tests.
 var ParseProcStatus = parseProcStatus
+
+// ParseProcStat exposes parseProcStat to the external tests.
+var ParseProcStat = parseProcStat
