@@ -106,6 +106,16 @@ process it started once a second, and reports for each its RSS at the start,
 after the first warm-up, at the end and the largest sampled, in the table,
 the JSON ("memory", with every sample) and the HTML (a chart over time).
 
+CPU: on Linux the bench reads the CPU time (user + system, from
+/proc/PID/stat) of itself and of every process it started just before and
+just after every phase, and reports each process's CPU microseconds per
+request (per event in worker phases), their sum ("CPU µs/req") and cores
+busy (the sum in CPU seconds over the phase's wall seconds), in the table,
+a per-process table and the JSON ("cpu" in every sample and summary row).
+Cores busy near the machine's core count means the machine is the limit:
+throughput can then be at most cores / CPU per request. --in-process
+reports the bench process alone.
+
 Outputs: the table on stdout, --json FILE (every run and the summary), --html
 FILE (charts and tables in one page). Numbers from a shared machine are
 noisy: compare the ratios of one run, across runs. docs/performance.md has
