@@ -3,11 +3,12 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"html"
 	"io"
 	"os"
 	"slices"
 	"strconv"
-	"text/tabwriter"
+	"strings"
 	"time"
 )
 
@@ -250,31 +251,30 @@ func (r cpuRow) cells(names []string) []string {
 	return append(out, r.cpu.PerRequest.String(), r.cpu.Cores.String())
 }
 
+// cpuTable is the per-process CPU table, its header first.
+func cpuTable(rows []cpuRow) [][]string {
+	names := cpuColumns(rows)
+	out := [][]string{append(append([]string{"operation", "clients", "path"}, names...), "total", "cores")}
+	for _, r := range rows {
+		out = append(out, r.cells(names))
+	}
+	return out
+}
+
 // printCPU writes the per-process CPU table.
 func printCPU(w io.Writer, rows []cpuRow) {
 	if len(rows) == 0 {
 		return
 	}
-	names := cpuColumns(rows)
 	fmt.Fprintf(w, "\n%s\n", cpuTitle)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	header := append(append([]string{"operation", "clients", "path"}, names...), "total", "cores")
-	for _, line := range append([][]string{header}, cellsOf(rows, names)...) {
-		for i, c := range line {
-			if i > 0 {
-				fmt.Fprint(tw, "\t")
-			}
-			fmt.Fprint(tw, c)
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
+	printTable(w, cpuTable(rows))
 }
 
-func cellsOf(rows []cpuRow, names []string) [][]string {
-	out := make([][]string, len(rows))
-	for i, r := range rows {
-		out[i] = r.cells(names)
+// writeCPUHTML writes the per-process CPU table as HTML.
+func writeCPUHTML(b *strings.Builder, rows []cpuRow) {
+	if len(rows) == 0 {
+		return
 	}
-	return out
+	fmt.Fprintf(b, "<h2>CPU</h2>\n<p>%s.</p>\n", html.EscapeString(cpuTitle))
+	writeHTMLTable(b, cpuTable(rows))
 }

@@ -554,22 +554,11 @@ func (r *BenchReport) WriteHTML(w io.Writer) error {
 		}
 		b.WriteString("</table>\n")
 	}
+	writeCPUHTML(&b, r.cpuRows())
 	if len(r.Memory) > 0 {
 		fmt.Fprintf(&b, "<h2>Memory</h2>\n<p>%s.</p>\n", html.EscapeString(memoryTitle))
 		b.WriteString(memoryChart(r.Memory).SVG())
-		b.WriteString("<table><tr>")
-		for _, c := range memoryColumns {
-			fmt.Fprintf(&b, "<th>%s</th>", html.EscapeString(c))
-		}
-		b.WriteString("</tr>\n")
-		for _, p := range r.Memory {
-			b.WriteString("<tr>")
-			for _, c := range p.cells() {
-				fmt.Fprintf(&b, "<td>%s</td>", html.EscapeString(c))
-			}
-			b.WriteString("</tr>\n")
-		}
-		b.WriteString("</table>\n")
+		writeHTMLTable(&b, memoryTable(r.Memory))
 	}
 	b.WriteString("<h2>Every run</h2>\n<table><tr><th>run</th><th>op</th><th>path</th><th>clients</th><th>requests</th><th>errors</th><th>req/s</th><th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>\n")
 	for _, s := range r.Samples {

@@ -262,6 +262,9 @@ func TestBenchHTTP(t *testing.T) {
 	if err != nil || strings.Count(string(page), "<svg") != 9+1 || !strings.Contains(string(page), "</html>") {
 		t.Fatalf("html: %v, %d charts", err, strings.Count(string(page), "<svg"))
 	}
+	if _, err := os.Stat("/proc/self/stat"); err == nil && !strings.Contains(string(page), "<h2>CPU</h2>") {
+		t.Fatal("html: no CPU table")
+	}
 }
 
 // checkBenchCPU checks the CPU times of TestBenchHTTP's run: every phase
