@@ -261,15 +261,6 @@ func cpuTable(rows []cpuRow) [][]string {
 	return out
 }
 
-// printCPU writes the per-process CPU table.
-func printCPU(w io.Writer, rows []cpuRow) {
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\n%s\n", cpuTitle)
-	printTable(w, cpuTable(rows))
-}
-
 // writeCPUHTML writes the per-process CPU table as HTML.
 func writeCPUHTML(b *strings.Builder, rows []cpuRow) {
 	if len(rows) == 0 {

@@ -233,17 +233,13 @@ func memoryTable(procs []ProcMemory) [][]string {
 	return out
 }
 
-// printMemory writes the memory table.
-func printMemory(w io.Writer, procs []ProcMemory) {
-	if len(procs) == 0 {
+// printTable writes a blank line, the title and lines as aligned columns,
+// or nothing when lines holds only the header.
+func printTable(w io.Writer, title string, lines [][]string) {
+	if len(lines) < 2 {
 		return
 	}
-	fmt.Fprintf(w, "\n%s\n", memoryTitle)
-	printTable(w, memoryTable(procs))
-}
-
-// printTable writes lines as aligned columns.
-func printTable(w io.Writer, lines [][]string) {
+	fmt.Fprintf(w, "\n%s\n", title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, line := range lines {
 		fmt.Fprintln(tw, strings.Join(line, "\t"))

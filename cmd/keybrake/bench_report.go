@@ -481,8 +481,8 @@ func (r *BenchReport) print(w io.Writer) {
 	if r.Guards != nil {
 		r.Guards.print(w)
 	}
-	printCPU(w, r.cpuRows())
-	printMemory(w, r.Memory)
+	printTable(w, cpuTitle, cpuTable(r.cpuRows()))
+	printTable(w, memoryTitle, memoryTable(r.Memory))
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nSTOPPED EARLY: %s\n", r.Error)
 	}
