@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	main "github.com/keybrake/keybrake/cmd/keybrake"
 )
@@ -494,5 +496,38 @@ func TestServeMemProfileBadPath(t *testing.T) {
 	}
 	if _, err := os.Stat(db); err == nil {
 		t.Fatal("the store was opened")
+	}
+}
+
+// TestBenchCPUMeter: each process's CPU time over the phase is divided by
+// the requests, the total is their sum, and a process unreadable at
+// either end (exited, or started during the phase) is left out.
+func TestBenchCPUMeter(t *testing.T) {
+	calls := map[int]int{}
+	read := func(pid int) (time.Duration, error) {
+		calls[pid]++
+		if pid == 3 && calls[pid] > 1 { // exits during the phase
+			return 0, errors.New("no such process")
+		}
+		return time.Duration(calls[pid]*pid) * 10 * time.Millisecond, nil // pid × 10 ms a phase
+	}
+	c := main.MeterCPU(read, []string{"stripesim", "gone", "serve replica 1"}, "broker nsq", 1000)
+	if c == nil {
+		t.Fatal("no CPU times")
+	}
+	var names []string
+	for _, p := range c.Processes {
+		names = append(names, fmt.Sprintf("%s %.0f", p.Name, p.PerRequest))
+	}
+	// stripesim (PID 2): 20 ms over 1000 requests, 20 µs each; serve (4): 40; bench (1): 10.
+	if got := strings.Join(names, ", "); got != "stripesim 20, serve replica 1 40, bench 10" || !nearRel(c.PerRequest, 70) || c.Cores <= 0 {
+		t.Fatalf("processes %s, total %.2f µs, %.2f cores", got, c.PerRequest, c.Cores)
+	}
+	if main.MeterCPU(read, nil, "", 0) != nil {
+		t.Fatal("CPU times for no requests")
+	}
+	none := func(int) (time.Duration, error) { return 0, errors.New("no /proc") }
+	if main.MeterCPU(none, []string{"stripesim"}, "", 10) != nil {
+		t.Fatal("CPU times without /proc")
 	}
 }
