@@ -107,14 +107,17 @@ process it started once a second, and reports for each its RSS at the start,
 after the first warm-up, at the end and the largest sampled, in the table,
 the JSON ("memory", with every sample) and the HTML (a chart over time).
 
-CPU: for every HTTP phase the bench reads, from /proc (Linux), the CPU time
-its own process (the load generator), the simulator, the bare proxy, the
-serve replicas (summed) and, with a PostgreSQL server on this machine, the
-server (postmaster and all its processes) used, and prints it per
-successful request with the cores they kept busy (and the whole machine's)
-after the phase's line; the JSON has it as "cpu" of each sample. The
-throughput of a saturated phase is at most the machine's cores divided by
-the total CPU per request.
+CPU: on Linux the bench reads the CPU time (user + system, from
+/proc/PID/stat) of itself and of every process it started just before and
+just after every phase, and reports each process's CPU microseconds per
+request (per event in worker phases), their sum ("CPU µs/req") and cores
+busy (the sum in CPU seconds over the phase's wall seconds), in the table,
+a per-process table and the JSON ("cpu" in every sample and summary row).
+Cores busy near the machine's core count means the machine is the limit:
+throughput can then be at most cores / CPU per request. --in-process
+reports the bench process alone. With a PostgreSQL store on this machine
+the server counts as one process, "postgres": the postmaster, every process
+it started and those it reaped during the phase.
 
 Outputs: the table on stdout, --json FILE (every run and the summary), --html
 FILE (charts and tables in one page). Numbers from a shared machine are

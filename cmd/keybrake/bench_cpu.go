@@ -1,184 +1,271 @@
 package main
 
 import (
-	"context"
+	"bytes"
+	"fmt"
+	"html"
+	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// clockTick is the unit of the CPU times in /proc/PID/stat (USER_HZ, 100 on
-// every Linux the bench runs on).
-const clockTick = 10 * time.Millisecond
-
-// cpuGroups names the processes whose CPU a phase accounts for: the bench
-// itself (the load generator), each child by name (serve replicas summed
-// as "serve"), and, with a PostgreSQL store on this machine, the server
-// (the postmaster, every process it started, and the children it reaped).
-type cpuGroups struct {
-	postmaster int // 0: not found (SQLite, or a server elsewhere)
+// PhaseCPU is the CPU time (user + system) the bench's processes spent
+// during one phase: each process's and their sum, per request (per event
+// in a worker phase), and cores busy, the sum in CPU seconds over the
+// phase's wall seconds. Cores busy near the machine's core count means the
+// machine bounds the phase: its throughput cannot exceed cores / CPU per
+// request (2 cores at 500 µs a request: 4,000 requests/s). Absent where
+// no process's CPU time can be read (not Linux).
+type PhaseCPU struct {
+	Processes  []ProcCPU `json:"processes"`
+	PerRequest float64   `json:"total_us_per_request"` // the sum of the processes' PerRequest
+	Cores      float64   `json:"cores_busy"`
 }
 
-// cpuSample is the CPU time each group had used at one moment, and the
-// machine's busy time (every process, including other users').
-type cpuSample struct {
-	at      time.Time
-	group   map[string]time.Duration
-	machine time.Duration // busy time of every CPU, from /proc/stat
+// ProcCPU is one process's CPU time in a phase: in all, and per request.
+type ProcCPU struct {
+	Name       string  `json:"name"`
+	Seconds    float64 `json:"cpu_s"`
+	PerRequest float64 `json:"us_per_request"`
 }
 
-// findPostmaster returns the pid of the PostgreSQL server behind dsn if it
-// runs on this machine: the parent of this connection's backend.
-func findPostmaster(ctx context.Context, dsn string) int {
-	cfg, err := pgxpool.ParseConfig(dsn) // the DSN may hold pool_max_conns
-	if err != nil {
-		return 0
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
-	if err != nil {
-		return 0
-	}
-	defer conn.Close(context.Background())
-	var pid int
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		return 0
-	}
-	st, ok := readStat(pid)
-	if !ok {
-		return 0
-	}
-	return st.ppid
+// CPUSummary is PhaseCPU across runs: median (min–max) of each process's
+// µs per request, of their sum and of cores busy.
+type CPUSummary struct {
+	Processes  []ProcCPUStat `json:"processes"`
+	PerRequest Stat          `json:"total_us_per_request"`
+	Cores      Stat          `json:"cores_busy"`
 }
 
-// procStat is what the bench reads of /proc/PID/stat.
-type procStat struct {
-	ppid      int
-	cpu       time.Duration // utime + stime
-	reapedCPU time.Duration // cutime + cstime: children waited for
+// ProcCPUStat is one process's µs per request across runs.
+type ProcCPUStat struct {
+	Name       string `json:"name"`
+	PerRequest Stat   `json:"us_per_request"`
 }
 
-func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	// The command is in parentheses and may hold spaces: fields start after
-	// the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 15 {
-		return procStat{}, false
-	}
-	n := func(k int) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
-	// f[0] is field 3 (state): ppid is field 4, utime..cstime fields 14..17.
-	return procStat{
-		ppid:      int(n(1)),
-		cpu:       time.Duration(n(11)+n(12)) * clockTick,
-		reapedCPU: time.Duration(n(13)+n(14)) * clockTick,
-	}, true
+// cpuSelf is the name of the bench process in the CPU tables.
+const cpuSelf = "bench"
+
+// cpuMeter reads the CPU time of the bench process and of every child it
+// is told about, at the start and the end of each phase. It is used by
+// one goroutine at a time.
+type cpuMeter struct {
+	procs []cpuProc // the children, then the bench process last
+	read  func(pid int) (time.Duration, error)
 }
 
-// sampleCPU reads the CPU used so far by every group.
-func (b *bench) sampleCPU() cpuSample {
-	c := cpuSample{at: time.Now(), group: map[string]time.Duration{}}
-	if st, ok := readStat(os.Getpid()); ok {
-		c.group["bench"] = st.cpu
-	}
-	for _, ch := range b.children {
-		st, ok := readStat(ch.cmd.Process.Pid)
-		if !ok {
-			continue
-		}
-		name := ch.name
-		if strings.HasPrefix(name, "serve replica") {
-			name = "serve"
-		}
-		c.group[name] += st.cpu
-	}
-	if pm := b.cpu.postmaster; pm != 0 {
-		if st, ok := readStat(pm); ok {
-			c.group["postgres"] = st.cpu + st.reapedCPU
-			ents, _ := os.ReadDir("/proc")
-			for _, e := range ents {
-				pid, err := strconv.Atoi(e.Name())
-				if err != nil {
-					continue
-				}
-				if ps, ok := readStat(pid); ok && ps.ppid == pm {
-					c.group["postgres"] += ps.cpu
-				}
-			}
+type cpuProc struct {
+	name string
+	pid  int
+}
+
+// cpuMark is the CPU time of every process that could be read at one
+// moment, by PID.
+type cpuMark struct {
+	at   time.Time
+	used map[int]time.Duration
+}
+
+func newCPUMeter() *cpuMeter {
+	return &cpuMeter{procs: []cpuProc{{cpuSelf, os.Getpid()}}, read: readProcCPU}
+}
+
+// add starts metering a child, listed before the bench process.
+func (m *cpuMeter) add(name string, pid int) {
+	m.procs = slices.Insert(m.procs, len(m.procs)-1, cpuProc{name, pid})
+}
+
+// mark reads every process's CPU time now.
+func (m *cpuMeter) mark() cpuMark {
+	c := cpuMark{at: time.Now(), used: map[int]time.Duration{}}
+	for _, p := range m.procs {
+		if d, err := m.read(p.pid); err == nil {
+			c.used[p.pid] = d
 		}
 	}
-	c.machine = machineBusy()
 	return c
 }
 
-// machineBusy returns the busy time summed over every CPU (/proc/stat: all
-// but idle and iowait).
-func machineBusy() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	var busy int64
-	for k, v := range f[1:] {
-		if k == 3 || k == 4 { // idle, iowait
-			continue
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		busy += n
-	}
-	return time.Duration(busy) * clockTick
-}
-
-// PhaseCPU is the CPU a phase cost: microseconds per successful request of
-// each process group, their total, and how many cores were busy on average
-// (those processes', and the whole machine's, other users included).
-type PhaseCPU struct {
-	PerRequestUS map[string]float64 `json:"per_request_us"`
-	TotalUS      float64            `json:"total_us"`
-	CoresBusy    float64            `json:"cores_busy"`
-	MachineBusy  float64            `json:"machine_cores_busy"`
-}
-
-// cpuBetween is the CPU used between two samples, per request.
-func cpuBetween(a, z cpuSample, requests int) *PhaseCPU {
-	wall := z.at.Sub(a.at)
-	if requests <= 0 || wall <= 0 || len(z.group) == 0 {
+// since returns the CPU time spent from start until now over requests,
+// counting every process read at both ends, or nil when none was (not
+// Linux) or there were no requests. The total is the sum of the
+// processes' own numbers.
+func (m *cpuMeter) since(start cpuMark, requests int) *PhaseCPU {
+	end := m.mark()
+	if requests <= 0 {
 		return nil
 	}
-	p := &PhaseCPU{PerRequestUS: map[string]float64{}}
-	var total time.Duration
-	for name, t := range z.group {
-		d := t - a.group[name]
-		total += d
-		p.PerRequestUS[name] = float64(d.Microseconds()) / float64(requests)
+	out := &PhaseCPU{}
+	var total float64
+	for _, p := range m.procs {
+		t0, ok0 := start.used[p.pid]
+		t1, ok1 := end.used[p.pid]
+		if !ok0 || !ok1 {
+			continue
+		}
+		s := (t1 - t0).Seconds()
+		total += s
+		pc := ProcCPU{Name: p.name, Seconds: s, PerRequest: s * 1e6 / float64(requests)}
+		out.Processes = append(out.Processes, pc)
+		out.PerRequest += pc.PerRequest
 	}
-	p.TotalUS = float64(total.Microseconds()) / float64(requests)
-	p.CoresBusy = total.Seconds() / wall.Seconds()
-	p.MachineBusy = (z.machine - a.machine).Seconds() / wall.Seconds()
-	return p
+	if len(out.Processes) == 0 {
+		return nil
+	}
+	if wall := end.at.Sub(start.at).Seconds(); wall > 0 {
+		out.Cores = total / wall
+	}
+	return out
 }
 
-// String is the one-line form the progress output prints.
-func (p *PhaseCPU) String() string {
-	var sb strings.Builder
-	for _, name := range []string{"postgres", "serve", "stripesim", "bench", "bare proxy"} {
-		if v, ok := p.PerRequestUS[name]; ok {
-			sb.WriteString(name + " " + strconv.FormatFloat(v, 'f', 0, 64) + ", ")
+// clockTicks is the unit of utime and stime in /proc/PID/stat: USER_HZ,
+// which the kernel fixes at 100 for user space on every architecture Go
+// runs Linux on (sysconf(_SC_CLK_TCK), whatever the kernel's own HZ).
+const clockTicks = 100
+
+// parseProcStat returns utime + stime (fields 14 and 15, in clock ticks)
+// from the text of /proc/PID/stat. The command name (field 2) is in
+// parentheses and may itself hold spaces and parentheses, so the fields
+// are counted from the last ")".
+func parseProcStat(b []byte) (ticks int64, err error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc stat: no command name in %q", b)
+	}
+	f := bytes.Fields(b[i+1:]) // from field 3, the state
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc stat: %d fields after the command name, want 13 or more", len(f))
+	}
+	for _, field := range f[11:13] { // fields 14 and 15
+		n, err := strconv.ParseInt(string(field), 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("/proc stat: bad CPU time %q", field)
+		}
+		ticks += n
+	}
+	return ticks, nil
+}
+
+// ticksDuration converts clock ticks to a duration.
+func ticksDuration(ticks int64) time.Duration {
+	return time.Duration(ticks) * (time.Second / clockTicks)
+}
+
+// summarizeCPU summarises the phases of one row across runs, processes
+// in the order they first appear; nil when no phase has CPU times.
+func summarizeCPU(phases []*PhaseCPU) *CPUSummary {
+	var names []string
+	per := map[string][]float64{}
+	var total, cores []float64
+	for _, p := range phases {
+		if p == nil {
+			continue
+		}
+		total, cores = append(total, p.PerRequest), append(cores, p.Cores)
+		for _, pc := range p.Processes {
+			if _, ok := per[pc.Name]; !ok {
+				names = append(names, pc.Name)
+			}
+			per[pc.Name] = append(per[pc.Name], pc.PerRequest)
 		}
 	}
-	return "cpu µs/req: " + sb.String() + "total " + strconv.FormatFloat(p.TotalUS, 'f', 0, 64) +
-		"; cores busy " + strconv.FormatFloat(p.CoresBusy, 'f', 2, 64) + " (machine " + strconv.FormatFloat(p.MachineBusy, 'f', 2, 64) + ")"
+	if len(total) == 0 {
+		return nil
+	}
+	out := &CPUSummary{PerRequest: statOf(total), Cores: statOf(cores)}
+	for _, n := range names {
+		out.Processes = append(out.Processes, ProcCPUStat{Name: n, PerRequest: statOf(per[n])})
+	}
+	return out
+}
+
+// printCPUCells ends a row of a summary table: with its two CPU columns
+// when the table has them (head is not empty), blank for a row without.
+func printCPUCells(w io.Writer, head string, c *CPUSummary) {
+	switch {
+	case head == "":
+	case c == nil:
+		fmt.Fprint(w, "\t\t")
+	default:
+		fmt.Fprintf(w, "\t%s\t%s", c.PerRequest, c.Cores)
+	}
+	fmt.Fprintln(w)
+}
+
+// cpuRow is one line of the per-process CPU table.
+type cpuRow struct {
+	op      string
+	clients int
+	path    string
+	cpu     *CPUSummary
+}
+
+// cpuRows returns every HTTP and worker row that has CPU times.
+func (r *BenchReport) cpuRows() []cpuRow {
+	var out []cpuRow
+	for _, s := range r.Summary {
+		if s.CPU != nil {
+			out = append(out, cpuRow{s.Op, s.Clients, s.Path, s.CPU})
+		}
+	}
+	for _, s := range r.WorkerSummary {
+		if s.CPU != nil {
+			out = append(out, cpuRow{"worker-" + s.Transport, s.Concurrency, s.Consumer, s.CPU})
+		}
+	}
+	return out
+}
+
+const cpuTitle = "CPU per request by process (µs of user + system time from /proc/PID/stat; worker rows per event; median (min–max) across runs)"
+
+// cpuColumns returns the processes of rows, in the order they first
+// appear, the bench process last.
+func cpuColumns(rows []cpuRow) []string {
+	var names []string
+	for _, r := range rows {
+		for _, p := range r.cpu.Processes {
+			if p.Name != cpuSelf && !slices.Contains(names, p.Name) {
+				names = append(names, p.Name)
+			}
+		}
+	}
+	return append(names, cpuSelf)
+}
+
+// cells returns the row's columns for the processes names: "-" for one
+// not running in the row's phases.
+func (r cpuRow) cells(names []string) []string {
+	out := []string{r.op, strconv.Itoa(r.clients), r.path}
+	for _, n := range names {
+		v := "-"
+		for _, p := range r.cpu.Processes {
+			if p.Name == n {
+				v = p.PerRequest.String()
+			}
+		}
+		out = append(out, v)
+	}
+	return append(out, r.cpu.PerRequest.String(), r.cpu.Cores.String())
+}
+
+// cpuTable is the per-process CPU table, its header first.
+func cpuTable(rows []cpuRow) [][]string {
+	names := cpuColumns(rows)
+	out := [][]string{append(append([]string{"operation", "clients", "path"}, names...), "total", "cores")}
+	for _, r := range rows {
+		out = append(out, r.cells(names))
+	}
+	return out
+}
+
+// writeCPUHTML writes the per-process CPU table as HTML.
+func writeCPUHTML(b *strings.Builder, rows []cpuRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "<h2>CPU</h2>\n<p>%s.</p>\n", html.EscapeString(cpuTitle))
+	writeHTMLTable(b, cpuTable(rows))
 }

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"html"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -222,30 +224,44 @@ func (p ProcMemory) cells() []string {
 		fmt.Sprintf("%+.1f", float64(p.growthKB())/1024), mbOfKB(p.PeakKB), strconv.Itoa(len(p.Samples))}
 }
 
-// printMemory writes the memory table.
-func printMemory(w io.Writer, procs []ProcMemory) {
-	if len(procs) == 0 {
+// memoryTable is the memory table, its header first.
+func memoryTable(procs []ProcMemory) [][]string {
+	out := [][]string{memoryColumns}
+	for _, p := range procs {
+		out = append(out, p.cells())
+	}
+	return out
+}
+
+// printTable writes a blank line, the title and lines as aligned columns,
+// or nothing when lines holds only the header.
+func printTable(w io.Writer, title string, lines [][]string) {
+	if len(lines) < 2 {
 		return
 	}
-	fmt.Fprintf(w, "\n%s\n", memoryTitle)
+	fmt.Fprintf(w, "\n%s\n", title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for i, c := range memoryColumns {
-		if i > 0 {
-			fmt.Fprint(tw, "\t")
-		}
-		fmt.Fprint(tw, c)
-	}
-	fmt.Fprintln(tw)
-	for _, p := range procs {
-		for i, c := range p.cells() {
-			if i > 0 {
-				fmt.Fprint(tw, "\t")
-			}
-			fmt.Fprint(tw, c)
-		}
-		fmt.Fprintln(tw)
+	for _, line := range lines {
+		fmt.Fprintln(tw, strings.Join(line, "\t"))
 	}
 	tw.Flush()
+}
+
+// writeHTMLTable writes lines as an HTML table, the first line the header.
+func writeHTMLTable(b *strings.Builder, lines [][]string) {
+	b.WriteString("<table>")
+	for i, line := range lines {
+		cell := "td"
+		if i == 0 {
+			cell = "th"
+		}
+		b.WriteString("<tr>")
+		for _, c := range line {
+			fmt.Fprintf(b, "<%s>%s</%s>", cell, html.EscapeString(c), cell)
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</table>\n")
 }
 
 // memoryChart is every process's RSS over the run, one line each.

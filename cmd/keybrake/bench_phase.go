@@ -63,21 +63,20 @@ func (b *bench) send(req *http.Request) error {
 // Sample is one phase of one run: one operation on one path at one
 // concurrency. Latencies are in microseconds.
 type Sample struct {
-	Run       int     `json:"run"`
-	Op        string  `json:"op"`
-	Path      string  `json:"path"`
-	Clients   int     `json:"clients"`
-	Requests  int     `json:"requests"`
-	Errors    int     `json:"errors"`
-	FirstErr  string  `json:"first_error,omitempty"`
-	Seconds   float64 `json:"seconds"`
-	Offered   float64 `json:"offered_per_s,omitempty"` // --rate: the open loop's schedule
-	PerSecond float64 `json:"per_s"`
-	P50       float64 `json:"p50_us"`
-	P99       float64 `json:"p99_us"`
-	Max       float64 `json:"max_us"`
-	// CPU is what the phase cost each process, per request (Linux only).
-	CPU *PhaseCPU `json:"cpu,omitempty"`
+	Run       int       `json:"run"`
+	Op        string    `json:"op"`
+	Path      string    `json:"path"`
+	Clients   int       `json:"clients"`
+	Requests  int       `json:"requests"`
+	Errors    int       `json:"errors"`
+	FirstErr  string    `json:"first_error,omitempty"`
+	Seconds   float64   `json:"seconds"`
+	Offered   float64   `json:"offered_per_s,omitempty"` // --rate: the open loop's schedule
+	PerSecond float64   `json:"per_s"`
+	P50       float64   `json:"p50_us"`
+	P99       float64   `json:"p99_us"`
+	Max       float64   `json:"max_us"`
+	CPU       *PhaseCPU `json:"cpu,omitempty"` // Linux: every process's CPU time per request
 }
 
 // phase sends o to t from clients concurrent loops until the duration has
@@ -246,15 +245,11 @@ func (b *bench) runHTTP(ctx context.Context, progress io.Writer) ([]Sample, erro
 					if err := ctx.Err(); err != nil {
 						return out, err
 					}
-					before := b.sampleCPU()
+					cpu := b.cpu.mark()
 					s := b.phase(ctx, t, o, n, b.cfg.Duration, b.cfg.Requests, b.cfg.Rate)
-					s.CPU = cpuBetween(before, b.sampleCPU(), s.Requests-s.Errors)
-					s.Run, s.Op = run, name
+					s.Run, s.Op, s.CPU = run, name, b.cpu.since(cpu, s.Requests)
 					fmt.Fprintf(progress, "bench: run %d/%d %-6s %-11s %4d clients: %7.0f/s p50 %6.0f µs p99 %7.0f µs max %7.0f µs, %d errors\n",
 						run, b.cfg.Runs, name, t.path, n, s.PerSecond, s.P50, s.P99, s.Max, s.Errors)
-					if s.CPU != nil {
-						fmt.Fprintf(progress, "bench:   %s\n", s.CPU)
-					}
 					out = append(out, s)
 				}
 			}

@@ -55,32 +55,34 @@ func num(v float64) string {
 // AddedP50 and Ratio compare each run with the direct path of the same run
 // at the same concurrency, then summarise.
 type SummaryRow struct {
-	Op        string `json:"op"`
-	Path      string `json:"path"`
-	Clients   int    `json:"clients"`
-	Runs      int    `json:"runs"`
-	Requests  int    `json:"requests"`
-	Errors    int    `json:"errors"`
-	PerSecond Stat   `json:"per_s"`
-	P50       Stat   `json:"p50_us"`
-	P99       Stat   `json:"p99_us"`
-	Max       Stat   `json:"max_us"`
-	AddedP50  *Stat  `json:"added_p50_us,omitempty"`
-	Ratio     *Stat  `json:"ratio_to_direct,omitempty"`
+	Op        string      `json:"op"`
+	Path      string      `json:"path"`
+	Clients   int         `json:"clients"`
+	Runs      int         `json:"runs"`
+	Requests  int         `json:"requests"`
+	Errors    int         `json:"errors"`
+	PerSecond Stat        `json:"per_s"`
+	P50       Stat        `json:"p50_us"`
+	P99       Stat        `json:"p99_us"`
+	Max       Stat        `json:"max_us"`
+	AddedP50  *Stat       `json:"added_p50_us,omitempty"`
+	Ratio     *Stat       `json:"ratio_to_direct,omitempty"`
+	CPU       *CPUSummary `json:"cpu,omitempty"`
 }
 
 // WorkerSummaryRow is one consumer at one concurrency on one broker,
 // across runs; Ratio is the consumer's events/s over the raw consumer's in
 // the same run, AckRatio over the ack-only consumer's.
 type WorkerSummaryRow struct {
-	Transport   string `json:"transport"`
-	Consumer    string `json:"consumer"`
-	Concurrency int    `json:"concurrency"`
-	Runs        int    `json:"runs"`
-	Errors      int    `json:"errors"`
-	PerSecond   Stat   `json:"events_per_s"`
-	Ratio       *Stat  `json:"ratio_to_raw,omitempty"`
-	AckRatio    *Stat  `json:"ratio_to_ack_only,omitempty"`
+	Transport   string      `json:"transport"`
+	Consumer    string      `json:"consumer"`
+	Concurrency int         `json:"concurrency"`
+	Runs        int         `json:"runs"`
+	Errors      int         `json:"errors"`
+	PerSecond   Stat        `json:"events_per_s"`
+	Ratio       *Stat       `json:"ratio_to_raw,omitempty"`
+	AckRatio    *Stat       `json:"ratio_to_ack_only,omitempty"`
+	CPU         *CPUSummary `json:"cpu,omitempty"`
 }
 
 // BenchMachine says where the numbers were taken.
@@ -250,9 +252,11 @@ func summarize(samples []Sample) []SummaryRow {
 	var out []SummaryRow
 	for _, k := range order {
 		var rate, p50, p99, mx, added, ratio []float64
+		var cpu []*PhaseCPU
 		row := SummaryRow{Op: k.op, Path: k.path, Clients: k.clients}
 		for _, s := range groups[k] {
 			row.Runs++
+			cpu = append(cpu, s.CPU)
 			row.Requests += s.Requests
 			row.Errors += s.Errors
 			rate, p50, p99, mx = append(rate, s.PerSecond), append(p50, s.P50), append(p99, s.P99), append(mx, s.Max)
@@ -261,6 +265,7 @@ func summarize(samples []Sample) []SummaryRow {
 			}
 		}
 		row.PerSecond, row.P50, row.P99, row.Max = statOf(rate), statOf(p50), statOf(p99), statOf(mx)
+		row.CPU = summarizeCPU(cpu)
 		if len(added) > 0 {
 			a, r := statOf(added), statOf(ratio)
 			row.AddedP50, row.Ratio = &a, &r
@@ -326,8 +331,10 @@ func summarizeWorkers(samples []WorkerSample) []WorkerSummaryRow {
 	for _, k := range order {
 		row := WorkerSummaryRow{Transport: k.transport, Consumer: k.consumer, Concurrency: k.conc}
 		var rate, ratio, ack []float64
+		var cpu []*PhaseCPU
 		for _, s := range groups[k] {
 			row.Runs++
+			cpu = append(cpu, s.CPU)
 			row.Errors += s.Errors
 			rate = append(rate, s.PerSecond)
 			if r, ok := by[key{s.Transport, consumerRaw, s.Concurrency, s.Run}]; ok && k.consumer != consumerRaw && r.PerSecond > 0 {
@@ -337,7 +344,7 @@ func summarizeWorkers(samples []WorkerSample) []WorkerSummaryRow {
 				ack = append(ack, s.PerSecond/a.PerSecond)
 			}
 		}
-		row.PerSecond = statOf(rate)
+		row.PerSecond, row.CPU = statOf(rate), summarizeCPU(cpu)
 		if len(ratio) > 0 {
 			r := statOf(ratio)
 			row.Ratio = &r
@@ -414,6 +421,10 @@ func (r *BenchReport) workerVia() string {
 // print writes the summary tables.
 func (r *BenchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "keybrake bench — %s\n", r.setting())
+	cpuHead := ""
+	if len(r.cpuRows()) > 0 {
+		cpuHead = "\tCPU µs/req\tcores"
+	}
 	last := ""
 	var tw *tabwriter.Writer
 	for _, s := range r.Summary {
@@ -424,13 +435,14 @@ func (r *BenchReport) print(w io.Writer) {
 			last = s.Op
 			fmt.Fprintf(w, "\n%s\n", r.opTitle(s.Op))
 			tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "clients\tpath\treq/s\t×direct\tp50 µs\tadded p50 µs\tp99 µs\tmax µs\terrors")
+			fmt.Fprintln(tw, "clients\tpath\treq/s\t×direct\tp50 µs\tadded p50 µs\tp99 µs\tmax µs\terrors"+cpuHead)
 		}
 		ratio, added := "", ""
 		if s.Ratio != nil {
 			ratio, added = s.Ratio.String(), s.AddedP50.String()
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Clients, s.Path, s.PerSecond, ratio, s.P50, added, s.P99, s.Max, s.Errors)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d", s.Clients, s.Path, s.PerSecond, ratio, s.P50, added, s.P99, s.Max, s.Errors)
+		printCPUCells(tw, cpuHead, s.CPU)
 	}
 	if tw != nil {
 		tw.Flush()
@@ -438,7 +450,7 @@ func (r *BenchReport) print(w io.Writer) {
 	if len(r.WorkerSummary) > 0 {
 		fmt.Fprintf(w, "\nbilling worker vs a raw consumer making the same Stripe call (%s), %d events per phase\n", r.workerVia(), r.Events)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "broker\tconcurrency\tconsumer\tevents/s\t×raw\t×ack-only\terrors")
+		fmt.Fprintln(tw, "broker\tconcurrency\tconsumer\tevents/s\t×raw\t×ack-only\terrors"+strings.ReplaceAll(cpuHead, "/req", "/event"))
 		for _, s := range r.WorkerSummary {
 			ratio, ack := "", ""
 			if s.Ratio != nil {
@@ -447,7 +459,8 @@ func (r *BenchReport) print(w io.Writer) {
 			if s.AckRatio != nil {
 				ack = s.AckRatio.String()
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", s.Transport, s.Concurrency, s.Consumer, s.PerSecond, ratio, ack, s.Errors)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d", s.Transport, s.Concurrency, s.Consumer, s.PerSecond, ratio, ack, s.Errors)
+			printCPUCells(tw, cpuHead, s.CPU)
 		}
 		tw.Flush()
 	}
@@ -468,7 +481,8 @@ func (r *BenchReport) print(w io.Writer) {
 	if r.Guards != nil {
 		r.Guards.print(w)
 	}
-	printMemory(w, r.Memory)
+	printTable(w, cpuTitle, cpuTable(r.cpuRows()))
+	printTable(w, memoryTitle, memoryTable(r.Memory))
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nSTOPPED EARLY: %s\n", r.Error)
 	}
@@ -540,22 +554,11 @@ func (r *BenchReport) WriteHTML(w io.Writer) error {
 		}
 		b.WriteString("</table>\n")
 	}
+	writeCPUHTML(&b, r.cpuRows())
 	if len(r.Memory) > 0 {
 		fmt.Fprintf(&b, "<h2>Memory</h2>\n<p>%s.</p>\n", html.EscapeString(memoryTitle))
 		b.WriteString(memoryChart(r.Memory).SVG())
-		b.WriteString("<table><tr>")
-		for _, c := range memoryColumns {
-			fmt.Fprintf(&b, "<th>%s</th>", html.EscapeString(c))
-		}
-		b.WriteString("</tr>\n")
-		for _, p := range r.Memory {
-			b.WriteString("<tr>")
-			for _, c := range p.cells() {
-				fmt.Fprintf(&b, "<td>%s</td>", html.EscapeString(c))
-			}
-			b.WriteString("</tr>\n")
-		}
-		b.WriteString("</table>\n")
+		writeHTMLTable(&b, memoryTable(r.Memory))
 	}
 	b.WriteString("<h2>Every run</h2>\n<table><tr><th>run</th><th>op</th><th>path</th><th>clients</th><th>requests</th><th>errors</th><th>req/s</th><th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>\n")
 	for _, s := range r.Samples {

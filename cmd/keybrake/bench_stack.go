@@ -55,7 +55,7 @@ type bench struct {
 	children []*benchChild
 
 	mem *memWatch // the RSS of this process and of the children
-	cpu cpuGroups // whose CPU each HTTP phase accounts for (bench_cpu.go)
+	cpu *cpuMeter // the CPU time of this process and of the children
 }
 
 // newBench starts the parts of a run, in processes or in this one, and
@@ -67,7 +67,7 @@ func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
 	if b.dir, err = os.MkdirTemp("", "keybrake-bench-"); err != nil {
 		return nil, err
 	}
-	b.mem = newMemWatch()
+	b.mem, b.cpu = newMemWatch(), newCPUMeter()
 	if cfg.InProcess || cfg.Now != nil {
 		err = b.startInProcess(ctx)
 	} else {
@@ -77,7 +77,9 @@ func newBench(ctx context.Context, cfg benchConfig) (*bench, error) {
 		err = b.setup(ctx)
 	}
 	if err == nil && isPostgres(cfg.DB) {
-		b.cpu.postmaster = findPostmaster(ctx, cfg.DB)
+		if pm := findPostmaster(ctx, cfg.DB); pm != 0 {
+			b.cpu.addServer("postgres", pm)
+		}
 	}
 	if err != nil {
 		b.close()
@@ -140,10 +142,11 @@ func (b *bench) startProcesses(ctx context.Context) error {
 }
 
 // addChild keeps a started child, to stop it at the end, and watches its
-// memory.
+// memory and CPU time.
 func (b *bench) addChild(c *benchChild) {
 	b.children = append(b.children, c)
 	b.mem.add(c.name, c.cmd.Process.Pid)
+	b.cpu.add(c.name, c.cmd.Process.Pid)
 }
 
 // startInProcess serves the simulator, the bare proxy and the replicas

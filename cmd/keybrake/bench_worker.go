@@ -39,16 +39,17 @@ const benchNamespace = "bench"
 // WorkerSample is one worker phase of one run: one consumer draining
 // Events prefilled events at one concurrency.
 type WorkerSample struct {
-	Run         int     `json:"run"`
-	Transport   string  `json:"transport"`
-	Consumer    string  `json:"consumer"`
-	Concurrency int     `json:"concurrency"`
-	Events      int     `json:"events"`
-	Done        int     `json:"done"`
-	Errors      int     `json:"errors"`
-	FirstErr    string  `json:"first_error,omitempty"`
-	Seconds     float64 `json:"seconds"`
-	PerSecond   float64 `json:"events_per_s"`
+	Run         int       `json:"run"`
+	Transport   string    `json:"transport"`
+	Consumer    string    `json:"consumer"`
+	Concurrency int       `json:"concurrency"`
+	Events      int       `json:"events"`
+	Done        int       `json:"done"`
+	Errors      int       `json:"errors"`
+	FirstErr    string    `json:"first_error,omitempty"`
+	Seconds     float64   `json:"seconds"`
+	PerSecond   float64   `json:"events_per_s"`
+	CPU         *PhaseCPU `json:"cpu,omitempty"` // Linux: every process's CPU time per event
 }
 
 // benchBroker is a broker process of the worker phases.
@@ -211,6 +212,7 @@ func (b *bench) workerPhase(ctx context.Context, br *benchBroker, consumer, topi
 		handle = func(context.Context, []byte) error { return nil }
 	}
 	b.workerLog = &tailBuffer{max: 4 << 10}
+	cpu := b.cpu.mark()
 	start := time.Now()
 	var stop io.Closer
 	group := "raw" // the NSQ channel or JetStream durable
@@ -228,6 +230,7 @@ func (b *bench) workerPhase(ctx context.Context, br *benchBroker, consumer, topi
 	}
 	derr := br.waitDrained(ctx, stream, topic, group, len(events), time.Duration(len(events))*50*time.Millisecond+30*time.Second)
 	elapsed := time.Since(start)
+	cpuEnd := b.cpu.since(cpu, len(events))
 	cerr := stop.Close()
 	s.Seconds, s.Errors = elapsed.Seconds(), int(cnt.errs.Load())
 	s.FirstErr, _ = cnt.firstErr.Load().(string)
@@ -236,6 +239,7 @@ func (b *bench) workerPhase(ctx context.Context, br *benchBroker, consumer, topi
 	}
 	s.Done = len(events)
 	s.PerSecond = float64(s.Done) / s.Seconds
+	s.CPU = cpuEnd
 	after, err := b.capturedCents(ctx)
 	if err != nil {
 		return s, err

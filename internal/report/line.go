@@ -47,15 +47,12 @@ func (c LineChart) SVG() string {
 	sx := func(v float64) float64 { return left + plotW*v/xs[len(xs)-1] }
 	base := float64(top + plotH)
 	sy := func(v float64) float64 { return base - plotH*v/ys[len(ys)-1] }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="15" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(c.Title))
-	x := left
+	names := make([]string, len(c.Lines))
 	for i, l := range c.Lines {
-		fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="%s"/><text x="%d" y="39">%s</text>`+"\n", x, color(i), x+14, html.EscapeString(l.Name))
-		x += 14 + 7*len([]rune(l.Name)) + 16
+		names[i] = l.Name
 	}
+	var b strings.Builder
+	svgHead(&b, c.Title, names, width, height, left)
 	for _, v := range ys {
 		y := sy(v)
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-4, y, left+plotW, y, left-8, y+4, short(v))

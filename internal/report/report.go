@@ -93,14 +93,7 @@ func (c Chart) SVG() string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="15" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(c.Title))
-	x := left
-	for i, s := range c.Series {
-		fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="%s"/><text x="%d" y="39">%s</text>`+"\n", x, color(i), x+14, html.EscapeString(s))
-		x += 14 + 7*len([]rune(s)) + 16
-	}
+	svgHead(&b, c.Title, c.Series, width, height, left)
 	base := float64(top + plotH)
 	for _, v := range grid {
 		y := base - scale(v)
@@ -135,6 +128,20 @@ func (c Chart) SVG() string {
 }
 
 func color(i int) string { return Colors[i%len(Colors)] }
+
+// svgHead opens an <svg> element of width × height on a white ground and
+// writes the title and a legend, one colour per name, from x = left: the
+// top 56 pixels of every chart.
+func svgHead(b *strings.Builder, title string, names []string, width, height, left int) {
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
+	fmt.Fprintf(b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
+	fmt.Fprintf(b, `<text x="%d" y="20" font-size="15" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(title))
+	x := left
+	for i, name := range names {
+		fmt.Fprintf(b, `<rect x="%d" y="30" width="10" height="10" fill="%s"/><text x="%d" y="39">%s</text>`+"\n", x, color(i), x+14, html.EscapeString(name))
+		x += 14 + 7*len([]rune(name)) + 16
+	}
+}
 
 // linearGrid returns 0 and round steps up to at least maxV.
 func linearGrid(maxV float64) []float64 {
