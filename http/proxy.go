@@ -204,7 +204,7 @@ func (c *call) assignIdempotencyKey() {
 	if c.idemKey != "" || !c.req.Idempotent && c.req.Class != ClassPriced {
 		return
 	}
-	c.idemKey = randomID("kb_", 32)
+	c.idemKey = ownIdempotencyKey(c.start) // idem_key.go
 	if c.req.Idempotent {
 		c.req.IdempotencyKey = c.idemKey
 	}

@@ -28,6 +28,13 @@ func TestQueryPlans(t *testing.T) {
 		{"LeaseHeld", `SELECT id FROM reservations WHERE state = 'held' AND operation = ? AND lease_until <= ?
 			ORDER BY lease_until, created_at, id LIMIT ?`, []any{"twilio.message", 0, 10}, "reservations_held_due"},
 		{"ByObject", `SELECT id FROM reservations WHERE object_id <> '' AND object_id = ? ORDER BY created_at, id LIMIT ?`, []any{"SM1", 1}, "reservations_object"},
+		// 0024's threshold prefilter, run per new reservation by the trigger
+		// reservations_threshold_insert (NEW.* as parameters): point reads.
+		{"ThresholdPrefilter", `SELECT 1 FROM spend_counters c CROSS JOIN keys k
+			WHERE c.key_id = ?1 AND c.period = 'daily' AND c.bucket = ?2 AND k.id = ?1
+			AND k.cap_daily > 0 AND c.micros - ?3 < k.cap_daily
+			AND (c.micros >= 92233720368547758 OR (c.micros * 100) / k.cap_daily <> ((c.micros - ?3) * 100) / k.cap_daily)`,
+			[]any{"k", "2026-11-30", 1}, "sqlite_autoindex_keys_1"},
 		{"Prune", `SELECT r.id FROM reservations r WHERE r.state IN ('settled', 'released') AND r.updated_at < ?1 AND r.created_at < ?1 LIMIT ?2`, []any{0, 10}, "reservations_final"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,6 +44,9 @@ func TestQueryPlans(t *testing.T) {
 			}
 			if !strings.Contains(plan, "INDEX "+tc.want+" ") {
 				t.Errorf("plan does not use %s:\n%s", tc.want, plan)
+			}
+			if strings.Contains(plan, "SCAN c") || strings.Contains(plan, "SCAN k") {
+				t.Errorf("plan reads every counter or key:\n%s", plan)
 			}
 			for _, line := range strings.Split(plan, "\n") {
 				if strings.HasPrefix(strings.TrimSpace(line), "SCAN reservations") && !strings.Contains(line, "INDEX") {

@@ -121,6 +121,62 @@ func testAlerts(t *testing.T, open opener) {
 		wantAlertKeys(t, s, "key_a", "threshold:key_a:total::50") // 2 ≥ ceil(1.5)
 	})
 
+	// Every rule of every percent fires at the reservation that reaches its
+	// threshold exactly, whatever the step: a store may skip looking for
+	// alerts when no counter crossed a whole percent of its cap (SQLite
+	// does), never when one did.
+	t.Run("ThresholdEveryPercentAtItsCrossing", func(t *testing.T) {
+		s := open(t)
+		caps := map[string]keybrake.Caps{
+			"key_d": {Daily: Ptr(keybrake.Micros(37))},
+			"key_m": {Monthly: Ptr(keybrake.Micros(101))},
+			"key_t": {Total: Ptr(keybrake.Micros(7))},
+		}
+		percents := []int{1, 2, 33, 34, 50, 99, 100}
+		steps := []keybrake.Micros{1, 2, 1, 3, 1, 1, 5, 2, 1, 4, 1, 1, 7, 1, 2, 1, 1, 3, 9, 1, 1, 1, 13, 1, 2, 1}
+		for id, c := range caps {
+			MustCreateCappedKey(t, s, id, "UTC", c)
+			for _, p := range percents {
+				if err := s.CreateAlertRule(ctx, &keybrake.AlertRule{KeyID: id, Kind: keybrake.AlertThreshold, Percent: p, Enabled: true, CreatedAt: T0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			window, bucket, capM := "daily", day, c.Daily
+			if c.Monthly != nil {
+				window, bucket, capM = "monthly", month, c.Monthly
+			} else if c.Total != nil {
+				window, bucket, capM = "total", "", c.Total
+			}
+			var spent keybrake.Micros
+			want := []string{}
+			for i := 0; spent < *capM; i++ {
+				m := steps[i%len(steps)]
+				if i >= 3*len(steps) {
+					m = 1
+				}
+				res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewReservation(id, fmt.Sprintf("i%d", i), m), Now: T0})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.OverCap != nil {
+					continue
+				}
+				before := spent
+				spent += m
+				for _, p := range percents {
+					threshold := (*capM*keybrake.Micros(p) + 99) / 100
+					if before < threshold && spent >= threshold {
+						want = append(want, fmt.Sprintf("threshold:%s:%s:%s:%d", id, window, bucket, p))
+					}
+				}
+				wantAlertKeys(t, s, id, want...)
+			}
+			if len(want) != len(percents) {
+				t.Fatalf("%s: %d alerts at its cap, want one per rule (%d)", id, len(want), len(percents))
+			}
+		}
+	})
+
 	t.Run("OwnRulesReplaceDefaults", func(t *testing.T) {
 		s := open(t)
 		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Daily: Ptr(USD(10)), Total: Ptr(USD(10))})
