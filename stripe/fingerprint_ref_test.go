@@ -78,3 +78,12 @@ func BenchmarkFingerprint(b *testing.B) {
 		stripe.Fingerprint(a)
 	}
 }
+
+func BenchmarkParseForm(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := stripe.ParseForm("amount=100&currency=usd&source=tok_visa&metadata[order]=42"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
