@@ -1,0 +1,32 @@
+package http
+
+import (
+	"io"
+)
+
+// readAllSized reads r to its end like io.ReadAll, starting from a buffer
+// of the size the sender declared (its Content-Length, -1 when unknown)
+// when that is at most limit: a charge's answer of a few KiB then costs
+// one allocation and no copies, instead of io.ReadAll's doubling from 512
+// bytes. The declared size is only a hint: the result is what r returns,
+// whatever its length.
+func readAllSized(r io.Reader, declared, limit int64) ([]byte, error) {
+	n := int64(512)
+	if declared >= 0 && declared <= limit {
+		n = declared + 1 // room to read the EOF without growing
+	}
+	b := make([]byte, 0, n)
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
