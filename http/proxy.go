@@ -467,7 +467,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.s.UpstreamTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, callKey{}, c)
-	p.rp.ServeHTTP(w, r.WithContext(ctx))
+	p.rp.ServeHTTP(w, withoutClientHeader(r.WithContext(ctx)))
 }
 
 // rewrite builds the upstream request from nothing but what keybrake

@@ -2,6 +2,7 @@ package http
 
 import (
 	"io"
+	"net/http"
 )
 
 // readAllSized reads r to its end like io.ReadAll, starting from a buffer
@@ -29,4 +30,19 @@ func readAllSized(r io.Reader, declared, limit int64) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+}
+
+// withoutClientHeader returns r, a copy for forwarding, holding of the
+// client's headers only User-Agent, the one rewrite reads. ReverseProxy
+// clones the inbound headers into the upstream request before Rewrite,
+// and rewrite and Vendor.Prepare then replace them from nothing (the
+// vendor reads the client's headers from what Parse kept): the clone of
+// every client header was garbage on every request.
+func withoutClientHeader(r *http.Request) *http.Request {
+	h := make(http.Header, 1)
+	if ua, ok := r.Header["User-Agent"]; ok {
+		h["User-Agent"] = ua
+	}
+	r.Header = h
+	return r
 }
