@@ -10,11 +10,17 @@ import (
 // when that is at most limit: a charge's answer of a few KiB then costs
 // one allocation and no copies, instead of io.ReadAll's doubling from 512
 // bytes. The declared size is only a hint: the result is what r returns,
-// whatever its length.
+// whatever its length, and at most maxPrealloc bytes are set aside before
+// they arrive, so a client declaring a large body and sending it slowly
+// holds no more memory than the bytes it sent.
+// maxPrealloc bounds the buffer readAllSized sets aside from a declared
+// length; Stripe's requests and answers are far smaller.
+const maxPrealloc = 64 << 10
+
 func readAllSized(r io.Reader, declared, limit int64) ([]byte, error) {
 	n := int64(512)
 	if declared >= 0 && declared <= limit {
-		n = declared + 1 // room to read the EOF without growing
+		n = min(declared+1, maxPrealloc) // +1: room to read the EOF without growing
 	}
 	b := make([]byte, 0, n)
 	for {
