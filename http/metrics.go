@@ -2,7 +2,6 @@ package http
 
 import (
 	"net/http"
-	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,8 +30,10 @@ type metrics struct {
 	alertDeliveries *prometheus.CounterVec
 	authFails       *prometheus.CounterVec
 
-	mu    sync.Mutex
-	names map[string]bool
+	mu      sync.Mutex // held to add to names
+	names   sync.Map   // operation labels in use (metrics_handles.go)
+	nnames  int
+	handles sync.Map // handleKey → the series' Counter or Observer
 }
 
 func newMetrics() *metrics {
@@ -63,7 +64,6 @@ func newMetrics() *metrics {
 		authFails: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keybrake_auth_failures_total", Help: "Failed authentications (vault key or admin token), and requests refused because their address failed too often.",
 		}, []string{"result"}),
-		names: map[string]bool{},
 	}
 	m.reg.MustRegister(m.decisions, m.upstreams, m.latency, m.reservedM, m.resolves, m.exceeded, m.swept, m.authFails,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -75,32 +75,19 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-func (m *metrics) label(op string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.names[op] {
-		return op
-	}
-	if len(m.names) >= maxOperationLabels {
-		return "other"
-	}
-	m.names[op] = true
-	return op
-}
-
 func (m *metrics) decision(op, decision string) {
-	m.decisions.WithLabelValues(m.label(op), decision).Inc()
+	m.counter(handleKey{metric: 'd', op: m.label(op), value: decision}).Inc()
 }
 
 func (m *metrics) upstream(c *call, status int) {
 	op := m.label(opName(c))
-	m.upstreams.WithLabelValues(op, strconv.Itoa(status)).Inc()
-	m.latency.WithLabelValues(op).Observe(nowSince(c))
+	m.counter(handleKey{metric: 'u', op: op, status: status}).Inc()
+	m.observer(handleKey{metric: 'l', op: op}).Observe(nowSince(c))
 }
 
 func (m *metrics) reserved(c *call, replay bool) {
 	if !replay {
-		m.reservedM.WithLabelValues(m.label(opName(c))).Add(float64(c.cost.Micros))
+		m.counter(handleKey{metric: 'r', op: m.label(opName(c))}).Add(float64(c.cost.Micros))
 	}
 }
 

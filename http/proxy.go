@@ -164,7 +164,7 @@ func (p *proxy) readBody(r *http.Request) ([]byte, error) {
 	if r.Method == http.MethodGet || r.Method == http.MethodDelete {
 		return nil, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, p.s.MaxBodyBytes+1))
+	body, err := readAllSized(io.LimitReader(r.Body, p.s.MaxBodyBytes+1), r.ContentLength, p.s.MaxBodyBytes)
 	if err != nil {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "Could not read the request body.")
 	}
@@ -467,7 +467,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.s.UpstreamTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, callKey{}, c)
-	p.rp.ServeHTTP(w, r.WithContext(ctx))
+	p.rp.ServeHTTP(w, withoutClientHeader(r.WithContext(ctx)))
 }
 
 // rewrite builds the upstream request from nothing but what keybrake
@@ -523,7 +523,7 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 		p.audit(resp.Request, c, keybrake.DecisionAllow, "", resp.StatusCode, "")
 		return nil
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	body, err := readAllSized(io.LimitReader(resp.Body, maxUpstreamBody), resp.ContentLength, maxUpstreamBody)
 	resp.Body.Close()
 	if err != nil {
 		return fmt.Errorf("read upstream response: %w", err)

@@ -3,9 +3,10 @@ package stripe
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"hash"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 )
 
 // FingerprintArgs is what identifies one idempotent request: who sends it,
@@ -35,25 +36,47 @@ type FingerprintArgs struct {
 // Every field is length-prefixed, so no choice of values can make two
 // different requests hash alike.
 func Fingerprint(a FingerprintArgs) string {
-	h := sha256.New()
-	for _, s := range []string{a.KeyID, a.Operation, a.Path, a.Account, a.Version} {
-		writeField(h, s)
+	bp := fingerprintBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, s := range [...]string{a.KeyID, a.Operation, a.Path, a.Account, a.Version} {
+		b = appendField(b, s)
 	}
 	var pairs []Pair
 	if a.Form != nil {
-		pairs = append(pairs, a.Form.Pairs...)
+		pairs = a.Form.Pairs
 	}
-	sort.SliceStable(pairs, func(i, j int) bool { return pairs[i].Key < pairs[j].Key })
-	writeField(h, strconv.Itoa(len(pairs)))
+	if !slices.IsSortedFunc(pairs, comparePairKeys) {
+		pairs = slices.Clone(pairs)
+		slices.SortStableFunc(pairs, comparePairKeys)
+	}
+	b = appendField(b, strconv.Itoa(len(pairs)))
 	for _, p := range pairs {
-		writeField(h, p.Key)
-		writeField(h, p.Value)
+		b = appendField(b, p.Key)
+		b = appendField(b, p.Value)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(b)
+	if cap(b) <= maxPooledFingerprint {
+		*bp = b
+		fingerprintBufs.Put(bp)
+	}
+	return hex.EncodeToString(sum[:])
 }
 
-func writeField(h hash.Hash, s string) {
-	h.Write([]byte(strconv.Itoa(len(s))))
-	h.Write([]byte{':'})
-	h.Write([]byte(s))
+// fingerprintBufs holds the buffers Fingerprint lays its fields out in
+// before hashing them in one call: a capped charge fingerprints every
+// request, and one buffer instead of three small writes per field keeps
+// that off the allocator.
+var fingerprintBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxPooledFingerprint is the largest buffer returned to fingerprintBufs,
+// so one huge body does not stay pinned in the pool.
+const maxPooledFingerprint = 64 << 10
+
+func comparePairKeys(x, y Pair) int { return strings.Compare(x.Key, y.Key) }
+
+// appendField appends s length-prefixed: its length in decimal, ':', s.
+func appendField(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
 }

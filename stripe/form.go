@@ -41,11 +41,14 @@ func ParseForm(body string) (*Form, error) {
 	if body == "" {
 		return f, nil
 	}
-	parts := strings.Split(body, "&")
-	if len(parts) > MaxFormKeys {
+	n := strings.Count(body, "&") + 1
+	if n > MaxFormKeys {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "Too many parameters: at most %d are accepted.", MaxFormKeys)
 	}
-	for _, part := range parts {
+	f.Pairs = make([]Pair, 0, n)
+	for rest := body; rest != ""; {
+		var part string
+		part, rest, _ = strings.Cut(rest, "&")
 		if part == "" {
 			continue
 		}
@@ -68,9 +71,15 @@ func ParseForm(body string) (*Form, error) {
 // SplitKey splits a[b][c] into ["a","b","c"]. Returns ok=false for a key that
 // is empty or whose brackets do not balance.
 func SplitKey(key string) (path []string, ok bool) {
+	return splitKey(nil, key)
+}
+
+// splitKey is SplitKey appending to path, so a caller can split into an
+// array on its stack.
+func splitKey(path []string, key string) ([]string, bool) {
 	i := strings.IndexByte(key, '[')
 	if i < 0 {
-		return []string{key}, key != "" && !strings.Contains(key, "]")
+		return append(path, key), key != "" && !strings.Contains(key, "]")
 	}
 	if i == 0 {
 		return nil, false
@@ -96,7 +105,8 @@ func SplitKey(key string) (path []string, ok bool) {
 }
 
 func (f *Form) add(key, value string) error {
-	path, ok := SplitKey(key)
+	var buf [maxDepth + 2]string
+	path, ok := splitKey(buf[:0], key)
 	if !ok {
 		return keybrake.ErrorParam(key, "Invalid parameter name %q: brackets do not balance.", key)
 	}
