@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -22,11 +23,14 @@ const checkpointInterval = time.Second
 // once a checkpoint has copied the whole log, the next write starts it over
 // from the beginning, so the log stays bounded.
 type checkpointer struct {
-	db   *sql.DB
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
-	err  error
+	db *sql.DB
+	// restartFrames and forceFrames are walRestartFrames and walForceFrames
+	// (tests lower them).
+	restartFrames, forceFrames int
+	stop                       chan struct{}
+	done                       chan struct{}
+	once                       sync.Once
+	err                        error
 }
 
 // startCheckpointer opens the checkpointer's connection on path and starts
@@ -39,7 +43,8 @@ func startCheckpointer(path, pragmas string) (*checkpointer, error) {
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(0)
-	c := &checkpointer{db: db, stop: make(chan struct{}), done: make(chan struct{})}
+	c := &checkpointer{db: db, restartFrames: walRestartFrames, forceFrames: walForceFrames,
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go c.loop()
 	return c, nil
 }
@@ -66,23 +71,56 @@ func (c *checkpointer) loop() {
 // with keybrake bench --growth). About 64 MB at 4 KiB pages.
 const walRestartFrames = 16384
 
-// checkpoint runs one PASSIVE checkpoint, then, when the log is longer than
-// walRestartFrames, a TRUNCATE one: it waits for the writer (through
-// busy_timeout) and blocks new writes while it copies the few pages the
-// PASSIVE one left, then empties the log. A failure (a busy database) is
-// logged at debug level: the next tick tries again.
+// walForceFrames is the log length past which a restart may make the
+// writer wait as long as busyTimeout: about 256 MB at 4 KiB pages, reached
+// only if every restart under walForceFrames found a reader in the way.
+const walForceFrames = 4 * walRestartFrames
+
+// restartBusyTimeout bounds how long a restart waits, first for the
+// writer's lock and then, holding it, for the readers of the old log to
+// finish. A TRUNCATE checkpoint holds the write lock from its start to its
+// end, so every commit waits while it does: with the connection's
+// busyTimeout (10 s) a restart that met one slow reader stopped every
+// charge for seconds (keybrake bench on a database of a million
+// reservations: p50 2 s, max 4–10 s at 1,000 charges/s offered). Giving
+// up after a few milliseconds costs nothing: the next tick tries again.
+const restartBusyTimeout = 50 * time.Millisecond
+
+// checkpoint runs one PASSIVE checkpoint, which never waits and never
+// blocks a writer, then, when the log is longer than restartFrames, a
+// TRUNCATE one that copies the few pages the PASSIVE one left and empties
+// the log. The TRUNCATE waits at most restartBusyTimeout for the writer and
+// the readers (busyTimeout once the log is past forceFrames, so it cannot
+// grow without bound), so a commit waits for it at most that long plus the
+// copy of those few pages. A failure (a busy database) is logged at debug
+// level: the next tick tries again.
 func (c *checkpointer) checkpoint() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		slog.Debug("sqlite checkpoint: no connection; will retry", "err", err)
+		return
+	}
+	defer conn.Close()
 	var busy, logFrames, copied int
-	if err := c.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logFrames, &copied); err != nil {
+	if err := conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logFrames, &copied); err != nil {
 		slog.Debug("sqlite checkpoint failed; will retry", "err", err)
 		return
 	}
-	if logFrames < walRestartFrames {
+	if logFrames < c.restartFrames {
 		return
 	}
-	if err := c.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &copied); err != nil {
+	wait := restartBusyTimeout
+	if logFrames >= c.forceFrames {
+		wait = busyTimeout
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", wait.Milliseconds())); err != nil {
+		slog.Debug("sqlite log restart: busy_timeout", "err", err)
+		return
+	}
+	defer conn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
+	if err := conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &copied); err != nil {
 		slog.Debug("sqlite log restart failed; will retry", "err", err)
 	}
 }

@@ -1,0 +1,88 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestCheckpointRestartGivesWayToAReader: a log restart (a TRUNCATE
+// checkpoint) holds the write lock from its start to its end, so every
+// commit waits for it. When a reader still reads an older snapshot, the
+// restart must give up within restartBusyTimeout, not wait busyTimeout
+// (10 s) for that reader with the writer stopped behind it; once the reader
+// is gone, the next restart empties the log.
+func TestCheckpointRestartGivesWayToAReader(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "kb.db")
+	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)", busyTimeout.Milliseconds())
+	w, err := sql.Open("sqlite", path+"?"+pragmas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.SetMaxOpenConns(1)
+	insert := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			if _, err := w.ExecContext(ctx, `INSERT INTO t (x) VALUES (randomblob(2000))`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, q := range []string{`PRAGMA journal_mode = WAL`, `CREATE TABLE t (x BLOB)`} {
+		if _, err := w.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(50)
+
+	// A reader in the middle of a read transaction on the log as it is now.
+	r, err := sql.Open("sqlite", path+"?"+pragmas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rtx, err := r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := rtx.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 50 {
+		t.Fatalf("reader: %d rows, %v", n, err)
+	}
+	insert(50) // frames the reader's snapshot does not see
+
+	c, err := startCheckpointer(path, pragmas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	c.restartFrames, c.forceFrames = 1, 1<<30
+
+	start := time.Now()
+	c.checkpoint()
+	if held := time.Since(start); held > time.Second {
+		t.Fatalf("the restart held the write lock %v waiting for a reader; want at most about %v", held, restartBusyTimeout)
+	}
+	insert(1) // the writer goes on
+
+	if err := rtx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	c.checkpoint()
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 0 {
+		t.Fatalf("after a restart with no reader in the way the log is %d bytes, want 0", fi.Size())
+	}
+	if err := w.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 101 {
+		t.Fatalf("after the restarts: %d rows, %v; want 101", n, err)
+	}
+}
