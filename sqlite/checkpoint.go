@@ -78,22 +78,27 @@ const walForceFrames = 4 * walRestartFrames
 
 // restartBusyTimeout bounds how long a restart waits, first for the
 // writer's lock and then, holding it, for the readers of the old log to
-// finish. A TRUNCATE checkpoint holds the write lock from its start to its
+// finish. A RESTART checkpoint holds the write lock from its start to its
 // end, so every commit waits while it does: with the connection's
-// busyTimeout (10 s) a restart that met one slow reader stopped every
-// charge for seconds (keybrake bench on a database of a million
-// reservations: p50 2 s, max 4–10 s at 1,000 charges/s offered). Giving
-// up after a few milliseconds costs nothing: the next tick tries again.
+// busyTimeout (10 s) a restart that met one slow reader (an export, a long
+// admin listing) would stop every charge for seconds. Giving up costs
+// nothing: the next tick tries again.
 const restartBusyTimeout = 50 * time.Millisecond
 
 // checkpoint runs one PASSIVE checkpoint, which never waits and never
 // blocks a writer, then, when the log is longer than restartFrames, a
-// TRUNCATE one that copies the few pages the PASSIVE one left and empties
-// the log. The TRUNCATE waits at most restartBusyTimeout for the writer and
-// the readers (busyTimeout once the log is past forceFrames, so it cannot
-// grow without bound), so a commit waits for it at most that long plus the
-// copy of those few pages. A failure (a busy database) is logged at debug
-// level: the next tick tries again.
+// RESTART one that copies the few pages the PASSIVE one left, so the next
+// commit starts the log over from its beginning (the writer's
+// journal_size_limit trims the file back to 64 MB if it grew past it).
+// RESTART, not TRUNCATE: truncating the file under the write lock, and the
+// writer growing it again page by page, was the largest stall of a capped
+// charge (keybrake bench --ops charge --concurrency 64 --rate 1000
+// --duration 30s: p99 71 ms and max 251 ms with TRUNCATE, 24–29 ms and
+// 53–101 ms with RESTART, 9 ms and 27 ms with no restart at all). The
+// RESTART waits at most restartBusyTimeout for the writer and the readers
+// (busyTimeout once the log is past forceFrames, so it cannot grow
+// without bound). A failure (a busy database) is logged at debug level:
+// the next tick tries again.
 func (c *checkpointer) checkpoint() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -120,7 +125,7 @@ func (c *checkpointer) checkpoint() {
 		return
 	}
 	defer conn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
-	if err := conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &copied); err != nil {
+	if err := conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(RESTART)`).Scan(&busy, &logFrames, &copied); err != nil {
 		slog.Debug("sqlite log restart failed; will retry", "err", err)
 	}
 }
