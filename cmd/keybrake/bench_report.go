@@ -155,8 +155,11 @@ func runBenchReport(ctx context.Context, c benchConfig, env Env) (*BenchReport, 
 	rep := &BenchReport{Command: redactCommand(c.Args), Version: Version, Started: time.Now().UTC(), Processes: !c.InProcess,
 		Store: "sqlite (temp file)", Replicas: c.Replicas, Runs: c.Runs, PhaseSeconds: c.Duration.Seconds(), Rate: c.Rate, Concurrency: c.Concurrency,
 		Machine: BenchMachine{CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version()}}
-	if isPostgres(c.DB) {
+	switch {
+	case isPostgres(c.DB):
 		rep.Store = "postgres"
+	case c.DB != "":
+		rep.Store = "sqlite (" + c.DB + ")"
 	}
 	if c.Ops["keys"] {
 		rep.Keys = c.Keys
