@@ -321,17 +321,20 @@ func TestWatchAlertsAndSuspends(t *testing.T) {
 			if !ok {
 				t.Fatal("store keeps no admin audit log")
 			}
-			aes, _, err := as.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 100})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var audited bool
-			for _, e := range aes {
-				audited = audited || (e.Actor == "drift watch" && e.Action == "key.suspend" && e.Target == keyID)
-			}
-			if !audited {
-				t.Fatalf("admin events lack the suspension: %+v", aes)
-			}
+			// The watch writes its admin event right after the suspension,
+			// in a transaction of its own: wait for it too.
+			kbtest.Eventually(t, "the suspension in the admin audit log", func() bool {
+				aes, _, err := as.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range aes {
+					if e.Actor == "drift watch" && e.Action == "key.suspend" && e.Target == keyID {
+						return true
+					}
+				}
+				return false
+			})
 			// Every finding alerts once however many runs see it.
 			drifts, err := storeB.FindAlerts(ctx, keybrake.AlertFilter{Kind: keybrake.AlertDrift})
 			if err != nil || len(drifts) != 2 {
