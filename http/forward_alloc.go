@@ -5,6 +5,10 @@ import (
 	"net/http"
 )
 
+// maxPrealloc bounds the buffer readAllSized sets aside from a declared
+// length; Stripe's requests and answers are far smaller.
+const maxPrealloc = 64 << 10
+
 // readAllSized reads r to its end like io.ReadAll, starting from a buffer
 // of the size the sender declared (its Content-Length, -1 when unknown)
 // when that is at most limit: a charge's answer of a few KiB then costs
@@ -12,11 +16,7 @@ import (
 // bytes. The declared size is only a hint: the result is what r returns,
 // whatever its length, and at most maxPrealloc bytes are set aside before
 // they arrive, so a client declaring a large body and sending it slowly
-// holds no more memory than the bytes it sent.
-// maxPrealloc bounds the buffer readAllSized sets aside from a declared
-// length; Stripe's requests and answers are far smaller.
-const maxPrealloc = 64 << 10
-
+// holds at most maxPrealloc more than the bytes it sent.
 func readAllSized(r io.Reader, declared, limit int64) ([]byte, error) {
 	n := int64(512)
 	if declared >= 0 && declared <= limit {
