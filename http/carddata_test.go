@@ -42,6 +42,22 @@ func (r *recorder) sent() []byte {
 	return append([]byte{}, r.seen...)
 }
 
+// testPAN is the card number the card-data tests send.
+const testPAN = "4000056655665556"
+
+// holdsPAN reports whether b holds the test card number or its last eight
+// digits in any spelling the tests send (plain, spaced, form- or
+// percent-encoded). Eight digits, not four: ids and audit hashes are random
+// hex and base62 and hold any four digits about once in a thousand events.
+func holdsPAN(b []byte) bool {
+	for _, s := range []string{testPAN, "55665556", "5566 5556", "5566+5556", "5566%205556"} {
+		if bytes.Contains(b, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Requests carrying raw card or bank data are refused before anything is
 // stored or forwarded: the card number reaches neither the simulator, nor
 // the reservations, nor the audit log, nor the database file.
@@ -50,7 +66,7 @@ func TestProxy_RefusesCardData(t *testing.T) {
 	e := MustOpen(t, func(s *khttp.Server) { s.Transport = rec })
 	id, secret := e.CreateKey(t, `{"daily_usd_cap":100}`)
 	h := map[string]string{"Authorization": "Bearer " + secret}
-	const pan = "4000056655665556"
+	const pan = testPAN
 	for _, tc := range []struct {
 		name, method, path, body, param string
 	}{
@@ -74,7 +90,7 @@ func TestProxy_RefusesCardData(t *testing.T) {
 				!strings.Contains(se.Error.Message, "does not accept raw card data") || !strings.Contains(se.Error.Message, "Stripe.js") {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
-			if bytes.Contains(body, []byte("5556")) {
+			if holdsPAN(body) {
 				t.Fatalf("the error echoes the card number: %s", body)
 			}
 		})
@@ -86,7 +102,7 @@ func TestProxy_RefusesCardData(t *testing.T) {
 		}
 	})
 
-	if sent := rec.sent(); bytes.Contains(sent, []byte("5556")) || bytes.Contains(sent, []byte("000123456789")) || bytes.Contains(sent, []byte("cvc")) {
+	if sent := rec.sent(); holdsPAN(sent) || bytes.Contains(sent, []byte("000123456789")) || bytes.Contains(sent, []byte("cvc")) {
 		t.Fatalf("card data reached the upstream: %s", sent)
 	}
 	rs, err := e.Store.FindReservations(context.Background(), keybrake.ReservationFilter{KeyID: id})
@@ -98,7 +114,7 @@ func TestProxy_RefusesCardData(t *testing.T) {
 	}
 	e.Server.FlushAudit()
 	_, events := e.Admin(t, "GET", "/vault/keys/"+id+"/events?limit=100", "")
-	if bytes.Contains(events, []byte("5556")) {
+	if holdsPAN(events) {
 		t.Fatalf("the audit log holds the card number: %s", events)
 	}
 	// Whatever a reservation or an event holds, the card number is in no
