@@ -21,10 +21,13 @@ const (
 const maxBatch = 64
 
 // writeOp is one write of a batch: run does its statements inside the
-// batch's transaction, within a savepoint of its own.
+// batch's transaction, within a savepoint of its own. An op with idle
+// instead of run is no write: the batcher runs it alone, between two
+// commits, with no transaction open (between).
 type writeOp struct {
 	run   func(tx *sql.Tx) error
 	alone func() error // optional: the same write committed alone, cheaper than a transaction for one statement
+	idle  func() error
 	err   error
 	done  chan struct{}
 }
@@ -59,7 +62,19 @@ func (b *batcher) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // writeAlone is write for a single statement: when the batch holds only
 // this write, alone runs instead, committing by itself.
 func (b *batcher) writeAlone(ctx context.Context, fn func(tx *sql.Tx) error, alone func() error) error {
-	op := &writeOp{run: fn, alone: alone, done: make(chan struct{})}
+	return b.queue(ctx, &writeOp{run: fn, alone: alone, done: make(chan struct{})})
+}
+
+// between runs fn on the batcher's goroutine after the batch being
+// committed and before the next one begins, with no write transaction
+// open, and returns its error: while fn runs, nothing commits. The WAL
+// checkpoint that lets the log start over runs here (checkpoint.go).
+func (b *batcher) between(ctx context.Context, fn func() error) error {
+	return b.queue(ctx, &writeOp{idle: fn, done: make(chan struct{})})
+}
+
+// queue hands op to the batcher and waits for its outcome.
+func (b *batcher) queue(ctx context.Context, op *writeOp) error {
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
@@ -92,31 +107,45 @@ func (b *batcher) loop() {
 	defer close(b.done)
 	batch := make([]*writeOp, 0, maxBatch)
 	for op := range b.ops {
-		batch = append(batch[:0], op)
-		if len(b.ops) == 0 {
-			// Let the goroutines about to write queue first: one yield
-			// (microseconds when nothing else is runnable) took the
-			// billing worker's batches from 1.35 writes to 5.5, and
-			// each commit writes its pages to the WAL once for all.
-			runtime.Gosched()
-		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case op, ok := <-b.ops:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, op)
-			default:
-				break drain
+		if op.idle == nil {
+			batch, op = b.gather(append(batch[:0], op))
+			b.commit(batch)
+			for _, w := range batch {
+				close(w.done)
 			}
 		}
-		b.commit(batch)
-		for _, op := range batch {
+		if op != nil {
+			op.err = op.idle()
 			close(op.done)
 		}
 	}
+}
+
+// gather adds to batch the writes already queued, up to maxBatch. It stops
+// at an op run between commits and returns it, to run after this batch.
+func (b *batcher) gather(batch []*writeOp) ([]*writeOp, *writeOp) {
+	if len(b.ops) == 0 {
+		// Let the goroutines about to write queue first: one yield
+		// (microseconds when nothing else is runnable) took the
+		// billing worker's batches from 1.35 writes to 5.5, and
+		// each commit writes its pages to the WAL once for all.
+		runtime.Gosched()
+	}
+	for len(batch) < maxBatch {
+		select {
+		case op, ok := <-b.ops:
+			if !ok {
+				return batch, nil
+			}
+			if op.idle != nil {
+				return batch, op
+			}
+			batch = append(batch, op)
+		default:
+			return batch, nil
+		}
+	}
+	return batch, nil
 }
 
 // commit runs a batch in one transaction. Statements run without the

@@ -56,7 +56,7 @@ func TestCheckpointRestartGivesWayToAReader(t *testing.T) {
 	}
 	insert(50) // frames the reader's snapshot does not see
 
-	c, err := startCheckpointer(path, pragmas)
+	c, err := newCheckpointer(path, pragmas, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,5 +84,97 @@ func TestCheckpointRestartGivesWayToAReader(t *testing.T) {
 	}
 	if err := w.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 102 {
 		t.Fatalf("after the restarts: %d rows, %v; want 102", n, err)
+	}
+}
+
+// TestCheckpointOnWriterRestartsTheLog: once the log is long, the writer
+// itself copies its last frames between two group commits, and its next
+// commit starts the log over, with no RESTART checkpoint (which holds the
+// write lock while it waits). A reader on an older snapshot only keeps the
+// log from starting over: the writer neither waits for it nor stops
+// committing, and the next try after the reader is gone succeeds. A closed
+// writer falls back to the RESTART checkpoint.
+func TestCheckpointOnWriterRestartsTheLog(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "kb.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	write := func(q string) {
+		t.Helper()
+		if err := s.batch.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, q)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			write(`INSERT INTO walr_t (x) VALUES (randomblob(2000))`)
+		}
+	}
+	logFrames := func() int {
+		t.Helper()
+		var st walState
+		if err := s.reader.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&st.busy, &st.logFrames, &st.copied); err != nil {
+			t.Fatal(err)
+		}
+		return st.logFrames
+	}
+	write(`CREATE TABLE walr_t (x BLOB)`)
+	insert(50)
+
+	// A reader in the middle of a read transaction on the log as it is now.
+	rtx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := rtx.QueryRowContext(ctx, `SELECT count(*) FROM walr_t`).Scan(&n); err != nil || n != 50 {
+		t.Fatalf("reader: %d rows, %v", n, err)
+	}
+	insert(50) // frames the reader's snapshot does not see
+
+	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)", busyTimeout.Milliseconds())
+	c, err := newCheckpointer(path, pragmas, s.checkpointOnWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	c.restartFrames, c.forceFrames = 1, 1<<30
+
+	c.checkpoint()
+	before := logFrames()
+	insert(1) // the writer goes on
+	if after := logFrames(); after <= before {
+		t.Fatalf("with a reader on an older snapshot the log went from %d to %d frames after an insert; want it to grow (it cannot start over under that reader)", before, after)
+	}
+
+	if err := rtx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	c.checkpoint()
+	insert(1) // the first commit after the writer's checkpoint writes the log from its start
+	if frames := logFrames(); frames > 5 {
+		t.Fatalf("after the writer's checkpoint with no reader in the way and one insert the log holds %d frames; want the insert's few (the log did not start over)", frames)
+	}
+	if got := c.restarts.Load(); got != 0 {
+		t.Fatalf("%d RESTART checkpoints ran; want none below forceFrames while the writer can checkpoint", got)
+	}
+	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM walr_t`).Scan(&n); err != nil || n != 102 {
+		t.Fatalf("after the restarts: %d rows, %v; want 102", n, err)
+	}
+
+	// A store being closed has no writer to ask: the last checkpoint
+	// restarts the log itself.
+	insert(1)
+	s.batch.close()
+	c.checkpoint()
+	if got := c.restarts.Load(); got != 1 {
+		t.Fatalf("%d RESTART checkpoints ran with the writer closed; want 1", got)
 	}
 }

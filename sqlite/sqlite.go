@@ -148,11 +148,11 @@ func open(path string, migrations fs.FS) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	if s.checkpoints, err = startCheckpointer(path, pragmas+"&_pragma=wal_autocheckpoint(0)"); err != nil {
+	s.batch = newBatcher(s)
+	if s.checkpoints, err = startCheckpointer(path, pragmas+"&_pragma=wal_autocheckpoint(0)", s.checkpointOnWriter); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	s.batch = newBatcher(s)
 	return s, nil
 }
 
