@@ -110,6 +110,18 @@ const walRestartFrames = 16384
 // reached only if every earlier attempt found a reader in the way.
 const walForceFrames = 4 * walRestartFrames
 
+// walSizeLimit is the writer's journal_size_limit: the size in bytes the
+// -wal file is cut back to when the log starts over. The log starts over
+// past walRestartFrames frames, plus what was written since the last tick
+// (at full speed ~36,000 frames a second), so it stays under walForceFrames
+// frames: cutting the file back at every restart, as a 64 MB limit did,
+// put an ftruncate of tens of MB in the first commit of every new log and
+// had the writer grow the file again block by block (the first commit after
+// a restart took 30–60 ms on a busy 2-core machine; docs/performance.md,
+// "SQLite open-loop tail (walr)"). The file still shrinks after a burst
+// that left it longer than this.
+const walSizeLimit = walForceFrames * pageSize
+
 // restartBusyTimeout bounds how long a RESTART checkpoint below
 // walForceFrames waits, first for the writer's lock and then, holding it,
 // for the readers of the old log to finish. A RESTART checkpoint holds the
@@ -129,7 +141,7 @@ const catchUpFrames = 256
 // log start over: PASSIVE again until few frames are left to copy (at most
 // three times), then the last ones on the writer (onWriter), or a RESTART
 // checkpoint (restart). The writer's journal_size_limit trims the file
-// back to 64 MB if it grew past it. RESTART, not TRUNCATE: truncating the
+// back to walSizeLimit if it grew past it. RESTART, not TRUNCATE: truncating the
 // file under the write lock, and the writer growing it again page by page,
 // was the largest stall of a capped charge (keybrake bench --ops charge
 // --concurrency 64 --rate 1000 --duration 30s: p99 71 ms and max 251 ms

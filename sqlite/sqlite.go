@@ -113,14 +113,14 @@ func open(path string, migrations fs.FS) (*Store, error) {
 
 	// The writer never checkpoints: the checkpointer does, on a connection
 	// of its own (checkpoint.go), so no commit waits for one. When the writer
-	// starts the log over, it truncates it to journal_size_limit, so a burst
-	// does not leave the -wal file at its high-water mark for good. Its
+	// starts the log over, it truncates it to journal_size_limit (walSizeLimit),
+	// so a burst does not leave the -wal file at its high-water mark for good. Its
 	// temporary files are in memory (temp_store): the statement journal of
 	// each write's savepoint in a group commit (batch.go) only ever rolls
 	// that write back within the transaction, so writing it to a temp file
 	// buys nothing durable.
 	var err error
-	if s.writer, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)&_pragma=cache_size(-32000)&_pragma=temp_store(MEMORY)&_txlock=immediate"); err != nil {
+	if s.writer, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit("+fmt.Sprint(walSizeLimit)+")&_pragma=cache_size(-32000)&_pragma=temp_store(MEMORY)&_txlock=immediate"); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s.writer.SetMaxOpenConns(1)
