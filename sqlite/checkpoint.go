@@ -169,8 +169,8 @@ func (c *checkpointer) checkpoint() {
 			break
 		}
 	}
-	if st.logFrames < c.restartFrames {
-		return
+	if st.logFrames < c.restartFrames || st.copied == st.logFrames {
+		return // short, or fully copied: the next commit starts it over by itself
 	}
 	if st.logFrames < c.forceFrames && c.onWriter != nil {
 		w, err := c.onWriter(ctx)

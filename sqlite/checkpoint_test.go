@@ -87,13 +87,14 @@ func TestCheckpointRestartGivesWayToAReader(t *testing.T) {
 	}
 }
 
-// TestCheckpointOnWriterRestartsTheLog: once the log is long, the writer
-// itself copies its last frames between two group commits, and its next
-// commit starts the log over, with no RESTART checkpoint (which holds the
-// write lock while it waits). A reader on an older snapshot only keeps the
-// log from starting over: the writer neither waits for it nor stops
-// committing, and the next try after the reader is gone succeeds. A closed
-// writer falls back to the RESTART checkpoint.
+// TestCheckpointOnWriterRestartsTheLog: once the log is long and not fully
+// copied, the checkpointer asks the writer, which copies the last frames
+// between two group commits, and its next commit starts the log over, with
+// no RESTART checkpoint (which holds the write lock while it waits). A
+// reader on an older snapshot only keeps the log from starting over: the
+// writer neither waits for it nor stops committing, and the next try after
+// the reader is gone succeeds. A closed writer falls back to the RESTART
+// checkpoint.
 func TestCheckpointOnWriterRestartsTheLog(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "kb.db")
@@ -140,7 +141,11 @@ func TestCheckpointOnWriterRestartsTheLog(t *testing.T) {
 	insert(50) // frames the reader's snapshot does not see
 
 	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)", busyTimeout.Milliseconds())
-	c, err := newCheckpointer(path, pragmas, s.checkpointOnWriter)
+	asked := 0
+	c, err := newCheckpointer(path, pragmas, func(ctx context.Context) (walState, error) {
+		asked++
+		return s.checkpointOnWriter(ctx)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +153,9 @@ func TestCheckpointOnWriterRestartsTheLog(t *testing.T) {
 	c.restartFrames, c.forceFrames = 1, 1<<30
 
 	c.checkpoint()
+	if asked != 1 {
+		t.Fatalf("the checkpointer asked the writer %d times for a log it could not copy whole; want 1", asked)
+	}
 	before := logFrames()
 	insert(1) // the writer goes on
 	if after := logFrames(); after <= before {
@@ -157,7 +165,10 @@ func TestCheckpointOnWriterRestartsTheLog(t *testing.T) {
 	if err := rtx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	c.checkpoint()
+	st, err := s.checkpointOnWriter(ctx)
+	if err != nil || st.copied != st.logFrames {
+		t.Fatalf("the writer's checkpoint with no reader in the way: %+v, %v; want the whole log copied", st, err)
+	}
 	insert(1) // the first commit after the writer's checkpoint writes the log from its start
 	if frames := logFrames(); frames > 5 {
 		t.Fatalf("after the writer's checkpoint with no reader in the way and one insert the log holds %d frames; want the insert's few (the log did not start over)", frames)
@@ -169,8 +180,16 @@ func TestCheckpointOnWriterRestartsTheLog(t *testing.T) {
 		t.Fatalf("after the restarts: %d rows, %v; want 102", n, err)
 	}
 
-	// A store being closed has no writer to ask: the last checkpoint
-	// restarts the log itself.
+	// A store being closed has no writer to ask: with the log not fully
+	// copied (a reader on an older snapshot again), the checkpointer falls
+	// back to a RESTART checkpoint.
+	if rtx, err = s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer rtx.Rollback()
+	if err := rtx.QueryRowContext(ctx, `SELECT count(*) FROM walr_t`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
 	insert(1)
 	s.batch.close()
 	c.checkpoint()
