@@ -9,25 +9,27 @@ const (
 	ActionResume  = "resume"
 	ActionRevoke  = "revoke"
 	ActionRotate  = "rotate"
+	ActionUpdate  = "update"
 )
 
-// KeyChange is one lifecycle change of a key made by an operator or a
-// watch, with the admin audit event that records it. AdminStore.ChangeKey
-// applies both in one transaction, so no crash, failover or failed write
-// can leave a key suspended, resumed, revoked or rotated without the entry
-// saying who did it and why.
+// KeyChange is one change of a key made by an operator or a watch, with
+// the admin audit event that records it. AdminStore.ChangeKey applies both
+// in one transaction, so no crash, failover or failed write can leave a
+// key suspended, resumed, revoked, rotated or its policy updated without
+// the entry saying who did it and why.
 type KeyChange struct {
-	Action string      // ActionSuspend, ActionResume, ActionRevoke or ActionRotate
+	Action string      // ActionSuspend, ActionResume, ActionRevoke, ActionRotate or ActionUpdate
 	Reason string      // for ActionSuspend: Key.SuspendedReason
 	Rotate *RotateArgs // for ActionRotate: the new secret and grace (its Now is ignored: Now counts)
+	Update *KeyUpdate  // for ActionUpdate: the policy fields to change
 	Now    time.Time
 	// Event is appended to the admin audit log in the change's
 	// transaction (its ID set); nil appends none.
 	Event *AdminEvent
 }
 
-// Validate returns EINVALID for an unknown action or a rotation without
-// RotateArgs.
+// Validate returns EINVALID for an unknown action, a rotation without
+// RotateArgs or an update without KeyUpdate.
 func (c *KeyChange) Validate() error {
 	switch c.Action {
 	case ActionSuspend, ActionResume, ActionRevoke:
@@ -37,6 +39,11 @@ func (c *KeyChange) Validate() error {
 			return ErrorParam("secret_hash", "A rotation needs the new secret's hash.")
 		}
 		return nil
+	case ActionUpdate:
+		if c.Update == nil {
+			return Errorf(EINVALID, "An update needs the fields to change.")
+		}
+		return nil
 	}
-	return Errorf(EINVALID, "Unknown key action %q: suspend, resume, revoke or rotate.", c.Action)
+	return Errorf(EINVALID, "Unknown key action %q: suspend, resume, revoke, rotate or update.", c.Action)
 }

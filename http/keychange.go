@@ -7,7 +7,7 @@ import (
 	"github.com/keybrake/keybrake"
 )
 
-// changeKey applies a lifecycle change to the key. With a store that keeps
+// changeKey applies a change to the key. With a store that keeps
 // the admin audit log, c.Event is written in the change's transaction
 // (keybrake.AdminStore.ChangeKey): a suspension by the drift watch or an
 // operator is never left without the entry saying who made it and why.
@@ -26,6 +26,8 @@ func (s *Server) changeKey(ctx context.Context, id string, c keybrake.KeyChange)
 		return s.Store.ResumeKey(ctx, id, c.Now)
 	case keybrake.ActionRevoke:
 		return s.Store.RevokeKey(ctx, id, c.Now)
+	case keybrake.ActionUpdate:
+		return s.Store.UpdateKey(ctx, id, *c.Update, c.Now)
 	}
 	ls, ok := s.Store.(keybrake.KeyLifecycleService)
 	if !ok {

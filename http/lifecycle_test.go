@@ -106,6 +106,9 @@ func TestKeyLifecycle(t *testing.T) {
 		if st := chargeAs(t, e, secret); st != 200 {
 			t.Fatalf("resumed: %d", st)
 		}
+		if resp, b := e.Admin(t, "PATCH", "/vault/keys/"+id, `{"label":"renamed"}`); resp.StatusCode != 200 {
+			t.Fatalf("update: %d %s", resp.StatusCode, b)
+		}
 		e.Admin(t, "POST", "/vault/keys/"+id+"/revoke", "")
 		if resp, b := e.Admin(t, "POST", "/vault/keys/"+id+"/resume", ""); resp.StatusCode != 409 {
 			t.Fatalf("resume revoked: %d %s", resp.StatusCode, b)
@@ -130,7 +133,7 @@ func TestKeyLifecycle(t *testing.T) {
 				got = append(got, a.Action)
 			}
 		}
-		if want := []string{"key.revoke", "key.resume", "key.suspend", "key.create"}; !slices.Equal(got, want) {
+		if want := []string{"key.revoke", "key.update", "key.resume", "key.suspend", "key.create"}; !slices.Equal(got, want) {
 			t.Fatalf("admin events of the key, newest first: %v, want %v", got, want)
 		}
 	})

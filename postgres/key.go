@@ -129,6 +129,12 @@ func (s *Store) FindKeys(ctx context.Context, f keybrake.KeyFilter) ([]*keybrake
 // locked for the change, so it takes effect for the very next reservation on
 // any replica.
 func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time) (*keybrake.Key, error) {
+	return s.updateKeyAudited(ctx, id, upd, now, nil)
+}
+
+// updateKeyAudited is UpdateKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) updateKeyAudited(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	var k *keybrake.Key
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -154,7 +160,10 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 			k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
 			k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), ts(k.UpdatedAt),
 			k.AllowSecretReads, encodeGuards(k.Guards), k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps), encodeScope(k))
-		return err
+		if err != nil || e == nil {
+			return err
+		}
+		return addAdminEvent(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, s.wrap("update key "+id, err)

@@ -19,6 +19,8 @@ func (s *Store) ChangeKey(ctx context.Context, id string, c keybrake.KeyChange) 
 		return s.resumeKey(ctx, id, c.Now, c.Event)
 	case keybrake.ActionRevoke:
 		return s.revokeKey(ctx, id, c.Now, c.Event)
+	case keybrake.ActionUpdate:
+		return s.updateKeyAudited(ctx, id, *c.Update, c.Now, c.Event)
 	default: // keybrake.ActionRotate
 		return s.changeLifecycle(ctx, id, "rotate", c.Rotate, c.Now, c.Event)
 	}

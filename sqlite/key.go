@@ -142,6 +142,12 @@ func (s *Store) FindKeys(ctx context.Context, f keybrake.KeyFilter) ([]*keybrake
 // UpdateKey applies upd and returns the updated key. Returns ENOTFOUND if
 // the key does not exist.
 func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time) (*keybrake.Key, error) {
+	return s.updateKeyAudited(ctx, id, upd, now, nil)
+}
+
+// updateKeyAudited is UpdateKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) updateKeyAudited(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return nil, err
@@ -157,6 +163,11 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 	normalizeKey(k)
 	if err := updateKey(ctx, tx, k); err != nil {
 		return nil, err
+	}
+	if e != nil {
+		if err := addAdminEventIn(ctx, tx, e); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "update key %s", id)

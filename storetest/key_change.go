@@ -11,8 +11,8 @@ import (
 )
 
 // testKeyChange checks AdminStore.ChangeKey: a key's suspension, resumption,
-// revocation or rotation and the admin audit event recording it commit
-// together or not at all.
+// revocation, rotation or update and the admin audit event recording it
+// commit together or not at all.
 func testKeyChange(t *testing.T, open opener) {
 	ctx := context.Background()
 	mustAS := func(t *testing.T) (keybrake.Store, keybrake.AdminStore) {
@@ -43,8 +43,12 @@ func testKeyChange(t *testing.T, open opener) {
 	}
 	change := func(action string, e *keybrake.AdminEvent) keybrake.KeyChange {
 		c := keybrake.KeyChange{Action: action, Reason: "drift: amount ch_1", Now: T0.Add(time.Minute), Event: e}
-		if action == keybrake.ActionRotate {
+		switch action {
+		case keybrake.ActionRotate:
 			c.Rotate = &keybrake.RotateArgs{SecretHash: hash("rotated"), SecretPrefix: "vault_key_rot"}
+		case keybrake.ActionUpdate:
+			label := "updated"
+			c.Update = &keybrake.KeyUpdate{Label: &label, SetDaily: true, Daily: Ptr(USD(7))}
 		}
 		return c
 	}
@@ -57,11 +61,13 @@ func testKeyChange(t *testing.T, open opener) {
 			return k.SuspendedAt == nil && c.SuspendedAt == nil
 		case keybrake.ActionRevoke:
 			return k.RevokedAt != nil && c.RevokedAt != nil
+		case keybrake.ActionUpdate:
+			return k.Label == "updated" && k.Daily != nil && *k.Daily == USD(7)
 		default:
 			return k.SecretHash == hash("rotated")
 		}
 	}
-	actions := []string{keybrake.ActionSuspend, keybrake.ActionResume, keybrake.ActionRevoke, keybrake.ActionRotate}
+	actions := []string{keybrake.ActionSuspend, keybrake.ActionResume, keybrake.ActionRevoke, keybrake.ActionRotate, keybrake.ActionUpdate}
 
 	t.Run("OK", func(t *testing.T) {
 		for _, action := range actions {
@@ -167,6 +173,7 @@ func testKeyChange(t *testing.T, open opener) {
 		for _, c := range []keybrake.KeyChange{
 			{Action: "delete", Now: T0, Event: event("key.delete", "")},
 			{Action: keybrake.ActionRotate, Now: T0, Event: event("key.rotate", "")}, // no RotateArgs
+			{Action: keybrake.ActionUpdate, Now: T0, Event: event("key.update", "")}, // no KeyUpdate
 		} {
 			if _, err := as.ChangeKey(ctx, "vk_a", c); keybrake.ErrorCode(err) != keybrake.EINVALID {
 				t.Fatalf("ChangeKey(%+v): %v, want EINVALID", c, err)
