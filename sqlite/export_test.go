@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
 	"io/fs"
 	"path"
 	"strings"
@@ -62,3 +64,9 @@ var (
 	QCountRead = qCountRead
 	QSpend     = qSpend
 )
+
+// BatchWrite runs fn as one write of the group commit, as the store's own
+// writes do.
+func (s *Store) BatchWrite(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.batch.write(ctx, fn)
+}
