@@ -1,7 +1,13 @@
 package http_test
 
 import (
+	"net/http"
+	"strings"
 	"testing"
+
+	stripego "github.com/stripe/stripe-go/v82"
+
+	"github.com/keybrake/keybrake"
 )
 
 // An uncapped key forwarded an amount in a currency with no exchange rate
@@ -21,4 +27,82 @@ func TestAttackRedteam_UntrackedCurrencySkipsGuards(t *testing.T) {
 			t.Fatalf("a key limited to one charge a day made %d", n)
 		}
 	})
+}
+
+// A key's approval policy names operations that wait for a person whatever
+// they move. A capture of an authorization the key already held was
+// settled against the hold (nothing to raise) and went upstream without
+// the approval step: a key whose policy names payment_intents.capture and
+// charges.capture captured both at once. Nothing else can capture an
+// authorization without the secret key, so the approval was the only gate.
+func TestAttackRedteam_ApprovedOperationOnHeldObject(t *testing.T) {
+	e := MustOpen(t)
+	keyID, secret := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],"approval":{"operations":["payment_intents.capture","charges.capture"]}}`)
+	sc := e.Stripe(secret)
+	ctx := t.Context()
+	p := &stripego.PaymentIntentCreateParams{Amount: stripego.Int64(2000), Currency: stripego.String("usd"),
+		PaymentMethod: stripego.String("pm_card_visa"), Confirm: stripego.Bool(true), CaptureMethod: stripego.String("manual")}
+	pi, err := sc.V1PaymentIntents.Create(ctx, p)
+	if err != nil || pi.Status != stripego.PaymentIntentStatusRequiresCapture {
+		t.Fatalf("authorize: %v %+v", err, pi)
+	}
+	ch, err := sc.V1Charges.Create(ctx, &stripego.ChargeCreateParams{Amount: stripego.Int64(1000), Currency: stripego.String("usd"),
+		Source: &stripego.PaymentSourceSourceParams{Token: stripego.String("tok_visa")}, Capture: stripego.Bool(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capturePI := func() error {
+		cp := &stripego.PaymentIntentCaptureParams{}
+		cp.SetIdempotencyKey("capture-pi")
+		_, err := sc.V1PaymentIntents.Capture(ctx, pi.ID, cp)
+		return err
+	}
+	captureCharge := func() error {
+		cp := &stripego.ChargeCaptureParams{}
+		cp.SetIdempotencyKey("capture-ch")
+		_, err := sc.V1Charges.Capture(ctx, ch.ID, cp)
+		return err
+	}
+	var ids []string
+	for _, capture := range []func() error{capturePI, captureCharge} {
+		se := StripeErr(t, capture(), http.StatusPaymentRequired)
+		if se.Code != "keybrake_approval_required" {
+			t.Fatalf("capture without approval: %+v", se)
+		}
+		i := strings.Index(se.Msg, "/console/approvals/apr_")
+		ids = append(ids, strings.TrimRight(strings.Fields(se.Msg[i+len("/console/approvals/"):])[0], ".,"))
+	}
+	if n, _ := capturedCents(e); n != 0 {
+		t.Fatalf("%d captures went upstream while waiting for approval", n)
+	}
+	for _, id := range ids {
+		if resp, out := e.Admin(t, "POST", "/vault/approvals/"+id+"/approve", ""); resp.StatusCode != http.StatusOK {
+			t.Fatalf("approve %s: %d %s", id, resp.StatusCode, out)
+		}
+	}
+	for _, capture := range []func() error{capturePI, captureCharge} {
+		if err := capture(); err != nil {
+			t.Fatalf("approved capture: %v", err)
+		}
+	}
+	if n, cents := capturedCents(e); n != 2 || cents != 3000 || e.Spend(t, keyID).Total != 30*keybrake.MicrosPerUSD {
+		t.Fatalf("after approval: %d captures, %d cents, %+v", n, cents, e.Spend(t, keyID))
+	}
+	for _, id := range ids {
+		if _, out := e.Admin(t, "GET", "/vault/approvals/"+id, ""); !strings.Contains(string(out), `"state": "used"`) {
+			t.Fatalf("approval after the capture: %s", out)
+		}
+	}
+}
+
+// capturedCents is the ground truth of captured charges: how many, and
+// their captured cents.
+func capturedCents(e *Env) (n int, cents int64) {
+	for _, c := range e.Sim.GroundTruth().Charges {
+		if c.Captured {
+			n++
+			cents += c.AmountCaptured
+		}
+	}
+	return n, cents
 }
