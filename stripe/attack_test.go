@@ -120,3 +120,51 @@ func (l fixedLookup) Charge(context.Context, string, string) (int64, string, err
 func (l fixedLookup) Refundable(context.Context, string, string, string) (int64, string, error) {
 	return l.amount, l.currency, nil
 }
+
+// prices.update is unpriced with lookup_key or transfer_lookup_key, since
+// integrations that resolve prices by lookup key (checkout, pricing pages,
+// the merchant's own backend) charge whatever price holds it. prices.create
+// with transfer_lookup_key=true moves the key too, "atomically remove the
+// lookup key from the existing price, and assign it to this price" (the
+// spec), onto a price of the key holder's choosing. A new lookup key that
+// nobody resolves yet moves nothing.
+func TestAttackRedteam_PriceCreateTransfersLookupKey(t *testing.T) {
+	attackBodies(t, "POST", "/v1/prices", ClassUnpriced,
+		"currency=usd&unit_amount=999999&product=prod_1&lookup_key=pro_monthly&transfer_lookup_key=true",
+		"currency=usd&unit_amount=999999&product=prod_1&lookup_key=pro_monthly&transfer_lookup_key=")
+	attackBodies(t, "POST", "/v1/prices", ClassWrite,
+		"currency=usd&unit_amount=1000&product=prod_1",
+		"currency=usd&unit_amount=1000&product=prod_1&lookup_key=new_key&transfer_lookup_key=false")
+}
+
+// shipping_rates.update changes fixed_amount[currency_options][…][amount]
+// and tax_behavior of a rate that open checkout sessions and payment
+// links (made by anyone, not only through keybrake) already charge, as
+// prices.update's currency_options and tax_behavior do, which are unpriced.
+func TestAttackRedteam_ShippingRateUpdateRaisesAmount(t *testing.T) {
+	attackBodies(t, "POST", "/v1/shipping_rates/shr_1", ClassUnpriced,
+		"fixed_amount[currency_options][eur][amount]=99999", "tax_behavior=exclusive")
+	attackBodies(t, "POST", "/v1/shipping_rates/shr_1", ClassWrite,
+		"active=false", "metadata[k]=v", "active=true&expand[]=x")
+}
+
+// Removing a discount (customers.discount.delete) or voiding a credit note
+// is unpriced because what subscriptions and invoices collect by
+// themselves goes up. Voiding or expiring a billing credit grant does the
+// same to the metered usage the grant was paying for.
+func TestAttackRedteam_CreditGrantRemovalRaisesInvoices(t *testing.T) {
+	attackBodies(t, "POST", "/v1/billing/credit_grants/credgr_1/void", ClassUnpriced, "")
+	attackBodies(t, "POST", "/v1/billing/credit_grants/credgr_1/expire", ClassUnpriced, "")
+}
+
+// Releasing a subscription schedule drops a cancellation the schedule set
+// on its subscription unless preserve_cancel_date=true ("Keep any
+// cancellation on the subscription that the schedule has set"): a
+// subscription due to end keeps billing, as subscriptions.update with
+// cancel_at_period_end=false would, which is unpriced.
+func TestAttackRedteam_ScheduleReleaseDropsCancellation(t *testing.T) {
+	attackBodies(t, "POST", "/v1/subscription_schedules/sub_sched_1/release", ClassUnpriced,
+		"", "preserve_cancel_date=false", "preserve_cancel_date=")
+	attackBodies(t, "POST", "/v1/subscription_schedules/sub_sched_1/release", ClassWrite,
+		"preserve_cancel_date=true", "preserve_cancel_date=true&expand[]=subscription")
+}
