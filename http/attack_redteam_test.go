@@ -106,3 +106,20 @@ func capturedCents(e *Env) (n int, cents int64) {
 	}
 	return n, cents
 }
+
+// An uncapped key tracks its spend (the budget view, drift, a cap an
+// operator adds later). Before pricing, keybrake looked the currency up in
+// the rate table as sent, and "USD" (which Stripe lower-cases) has no entry:
+// the charge went upstream untracked, as if its currency had no rate. A
+// cap set afterwards then started from an undercounted day.
+func TestAttackRedteam_UpperCaseCurrencyUntracked(t *testing.T) {
+	e := MustOpen(t)
+	a := newAttacker(t, e, `{"allowed_endpoints":["*"]}`)
+	for _, cur := range []string{"usd", "USD", "Usd", "EUR"} {
+		a.must(t, 200, "POST", "/v1/charges", "amount=5000&currency="+cur+"&source=tok_visa")
+	}
+	// 3 × $50 and 50 eur at $1.08.
+	if got, want := e.Spend(t, a.keyID).Total, keybrake.Micros(150+54)*keybrake.MicrosPerUSD; got != want {
+		t.Fatalf("counted %s for $204.00 charged", got)
+	}
+}

@@ -181,8 +181,9 @@ func (v *stripeVendor) Target(ctx context.Context, k *keybrake.Key, req *VendorR
 func (v *stripeVendor) price(k *keybrake.Key, req *VendorRequest, price func() (stripe.Price, error)) (VendorCost, error) {
 	sr := req.Parsed.(*stripeRequest)
 	if cur, ok := sr.form.Get("currency"); ok && tracksOnly(k) {
+		cur = strings.ToLower(cur) // as Stripe reads it, and the rate table is keyed
 		if _, hasRate := v.s.Rates.Rate(cur); !hasRate {
-			if err := checkCurrency(k, strings.ToLower(cur)); err != nil {
+			if err := checkCurrency(k, cur); err != nil {
 				return VendorCost{}, err
 			}
 			return VendorCost{Untracked: true, Forward: withMetadata(sr, req)}, nil
