@@ -8,6 +8,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v82"
 
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/stripesim"
 )
 
 // An uncapped key forwarded an amount in a currency with no exchange rate
@@ -122,4 +123,52 @@ func TestAttackRedteam_UpperCaseCurrencyUntracked(t *testing.T) {
 	if got, want := e.Spend(t, a.keyID).Total, keybrake.Micros(150+54)*keybrake.MicrosPerUSD; got != want {
 		t.Fatalf("counted %s for $204.00 charged", got)
 	}
+}
+
+// A payment intent created with confirm=true and a declined card is
+// answered 402, and the reservation was released as for any refusal. But
+// the intent exists: the error carries it (error.payment_intent), client
+// secret included, in requires_payment_method, and the browser confirms it
+// with another card and the publishable key, never passing keybrake. On a
+// $10 key, each declined create was $10 confirmed and never counted.
+func TestAttackRedteam_DeclinedIntentConfirmedInBrowser(t *testing.T) {
+	declined := "amount=1000&currency=usd&payment_method=pm_card_chargeDeclined&confirm=true"
+	t.Run("Answered", func(t *testing.T) {
+		eachStore(t, func(t *testing.T, e *Env) {
+			a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
+			for range 3 {
+				if status, v := a.call(t, "POST", "/v1/payment_intents", declined); status == http.StatusPaymentRequired {
+					a.browserConfirm(t, leftIntent(t, v))
+				}
+			}
+			a.wantMoneyComplete(t, 1000)
+		})
+	})
+	t.Run("Resolved", func(t *testing.T) {
+		eachStore(t, func(t *testing.T, e *Env) {
+			a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
+			for range 3 {
+				e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/payment_intents", Mode: stripesim.FaultCutAfter, Count: 1})
+				if status, _ := a.call(t, "POST", "/v1/payment_intents", declined); status != http.StatusBadGateway {
+					continue
+				}
+				e.MustResolve(t)
+				pis := e.Sim.GroundTruth().PaymentIntents
+				pi := pis[len(pis)-1]
+				a.browserConfirm(t, map[string]any{"id": pi.ID, "client_secret": pi.ClientSecret})
+			}
+			a.wantMoneyComplete(t, 1000)
+		})
+	})
+}
+
+// leftIntent returns the payment intent a Stripe error answer carries.
+func leftIntent(t *testing.T, v map[string]any) map[string]any {
+	t.Helper()
+	e, _ := v["error"].(map[string]any)
+	pi, _ := e["payment_intent"].(map[string]any)
+	if id(pi) == "" {
+		t.Fatalf("the decline carries no payment intent: %v", v)
+	}
+	return pi
 }

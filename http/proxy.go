@@ -558,6 +558,8 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 		var out VendorOutcome
 		if ok2xx {
 			out = c.v.Settle(c.req, body)
+		} else if lt, ok := c.v.(LeftoverTeller); ok && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			out, _ = lt.Leftover(c.req, body) // leftover.go
 		}
 		objectID = out.ObjectID
 		reason = p.settle(resp.Request.Context(), c, resp.StatusCode, out)
@@ -619,6 +621,9 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, out VendorOutco
 		args, reason = p.s.settleArgs(rsv, status, out)
 	case status == http.StatusConflict && c.replay:
 		return "idempotency key in use upstream"
+	case status >= 400 && status < 500 && out.Final:
+		args, reason = p.s.settleArgs(rsv, status, out) // a refusal that left a money object behind
+		reason = leftoverReason(status, reason)
 	case status >= 400 && status < 500:
 		args.State = keybrake.StateReleased
 		reason = fmt.Sprintf("released: upstream answered %d", status)

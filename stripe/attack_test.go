@@ -168,3 +168,27 @@ func TestAttackRedteam_ScheduleReleaseDropsCancellation(t *testing.T) {
 	attackBodies(t, "POST", "/v1/subscription_schedules/sub_sched_1/release", ClassWrite,
 		"preserve_cancel_date=true", "preserve_cancel_date=true&expand[]=subscription")
 }
+
+// A declined confirmation is answered with an error that carries the
+// payment intent, which outlives it: back in requires_payment_method, it
+// can be confirmed again with its client secret, so it is held. An error
+// without one, or with a canceled one, leaves nothing.
+func TestAttackRedteam_ReadErrorOutcome(t *testing.T) {
+	for _, tt := range []struct {
+		body  string
+		ok    bool
+		state string
+	}{
+		{`{"error":{"type":"card_error","code":"card_declined","payment_intent":{"id":"pi_1","object":"payment_intent","amount":1000,"amount_capturable":0,"amount_received":0,"currency":"usd","status":"requires_payment_method"}}}`, true, OutcomeHeld},
+		{`{"error":{"type":"card_error","payment_intent":{"id":"pi_1","object":"payment_intent","amount":1000,"amount_received":0,"currency":"usd","status":"canceled"}}}`, true, OutcomeReleased},
+		{`{"error":{"type":"card_error","code":"card_declined","charge":"ch_1"}}`, false, ""},
+		{`{"error":{"type":"invalid_request_error","payment_intent":null}}`, false, ""},
+		{`{"error":{"payment_intent":{"id":"ch_1","object":"charge","amount":1000,"currency":"usd"}}}`, false, ""},
+		{`not json`, false, ""},
+	} {
+		o, ok := ReadErrorOutcome([]byte(tt.body))
+		if ok != tt.ok || ok && (o.State != tt.state || o.ID != "pi_1" || o.State == OutcomeHeld && o.Amount != 1000) {
+			t.Errorf("%s: %+v %v, want ok=%v state %q", tt.body, o, ok, tt.ok, tt.state)
+		}
+	}
+}
