@@ -1,9 +1,11 @@
 package http_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	stripego "github.com/stripe/stripe-go/v82"
 
@@ -171,4 +173,69 @@ func leftIntent(t *testing.T, v map[string]any) map[string]any {
 		t.Fatalf("the decline carries no payment intent: %v", v)
 	}
 	return pi
+}
+
+// "operations: these operations need approval whatever their amount"
+// (docs/approvals.md). The approval step ran only when reserving, and an
+// unpriced operation (allowed by allow_unpriced) is never reserved: a key
+// whose policy names payment_links.create made payment links at once.
+func TestAttackRedteam_ApprovalOfUnpricedOperation(t *testing.T) {
+	e := MustOpen(t)
+	_, secret := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],"allow_unpriced":true,"approval":{"operations":["payment_links.create"]}}`)
+	a := &attacker{e: e, secret: secret}
+	price := a.must(t, 200, "POST", "/v1/prices", "unit_amount=5000&currency=usd&product_data[name]=x")
+	link := "line_items[0][price]=" + id(price) + "&line_items[0][quantity]=1"
+	idem := Header{"Idempotency-Key", "link-1"}
+	v := a.must(t, http.StatusPaymentRequired, "POST", "/v1/payment_links", link, idem)
+	if n := len(e.Sim.GroundTruth().PaymentLinks); n != 0 {
+		t.Fatalf("%d payment links made while waiting for approval", n)
+	}
+	apr, _ := v["error"].(map[string]any)["keybrake"].(map[string]any)["approval_id"].(string)
+	if resp, out := e.Admin(t, "POST", "/vault/approvals/"+apr+"/approve", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve: %d %s", resp.StatusCode, out)
+	}
+	a.must(t, 200, "POST", "/v1/payment_links", link, idem)
+	a.must(t, 200, "POST", "/v1/payment_links", link, idem) // a replay
+	a.must(t, http.StatusPaymentRequired, "POST", "/v1/payment_links", link, Header{"Idempotency-Key", "link-2"})
+	if n := len(e.Sim.GroundTruth().PaymentLinks); n != 1 {
+		t.Fatalf("%d payment links for one approval", n)
+	}
+	// Past Stripe's idempotency window the approved key would make a new
+	// link: the approval no longer covers it.
+	e.Clock.Advance(24 * time.Hour)
+	e.Sim.Advance(24 * time.Hour)
+	a.must(t, http.StatusBadRequest, "POST", "/v1/payment_links", link, idem)
+	if n := len(e.Sim.GroundTruth().PaymentLinks); n != 1 {
+		t.Fatalf("%d payment links for one approval, a day later", n)
+	}
+}
+
+// refunds.create, charges.refund and charges.refunds.create are one
+// operation under three names (the last two are Stripe's legacy paths, on
+// /v1/charges, which a "*" or "/v1/charges" allowlist covers). A policy
+// naming refunds.create (approval, field rules, velocity limits) did not
+// apply to the others: the README's own approval example let every
+// refund through unapproved by POST /v1/charges/{id}/refund.
+func TestAttackRedteam_OperationAliases(t *testing.T) {
+	e := MustOpen(t)
+	for _, tt := range []struct {
+		policy string
+		status int
+	}{
+		{`"approval":{"operations":["refunds.create"]}`, http.StatusPaymentRequired},
+		{`"guards":{"rules":[{"name":"small_refunds","operations":["refunds.create"],"expr":"has(amount) && amount <= 100"}]}`, http.StatusForbidden},
+	} {
+		keyID, secret := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],`+tt.policy+`}`)
+		a := &attacker{e: e, keyID: keyID, secret: secret}
+		ch := a.must(t, 200, "POST", "/v1/charges", "amount=5000&currency=usd&source=tok_visa")
+		for i, path := range []string{"/v1/charges/" + id(ch) + "/refund", "/v1/charges/" + id(ch) + "/refunds"} {
+			if status, v := a.call(t, "POST", path, "amount=5000", Header{"Idempotency-Key", fmt.Sprint("refund-", i)}); status != tt.status {
+				t.Errorf("%s under %s: %d %v, want %d", path, tt.policy, status, v, tt.status)
+			}
+		}
+	}
+	keyID, _ := e.CreateKey(t, `{"total_usd_cap":100,"guards":{"velocity":[{"name":"one_refund","per":"key","operations":["refunds.create"],"limit":1,"window_seconds":3600}]}}`)
+	if _, out := e.Admin(t, "GET", "/vault/keys/"+keyID, ""); !strings.Contains(string(out), `"charges.refunds.create"`) {
+		t.Fatalf("the velocity limit does not name refunds.create's aliases: %s", out)
+	}
 }

@@ -100,6 +100,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 	if !p.countRequest(w, r, c) { // guard_requests.go: velocity limits counting every request
 		return
 	}
+	if !p.approveUnpriced(w, r, c) { // approval_unpriced.go: never reserved, so approved here
+		return
+	}
 	if c.req.Class == ClassPriced {
 		defer p.unlock(c) // the object holdObject locked, if any
 		if ok := p.admit(w, r, c); !ok {

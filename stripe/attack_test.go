@@ -192,3 +192,30 @@ func TestAttackRedteam_ReadErrorOutcome(t *testing.T) {
 		}
 	}
 }
+
+// Every alias is a write Stripe has, of the same class as the others of
+// its group: one operation under several names.
+func TestAttackRedteam_AliasesAreOneOperation(t *testing.T) {
+	rules := map[string]WriteRule{}
+	for _, r := range WriteRules() {
+		rules[r.Name] = r
+	}
+	for _, g := range aliasGroups {
+		for _, name := range g {
+			r, ok := rules[name]
+			if !ok {
+				t.Errorf("alias %s is not a Stripe write", name)
+				continue
+			}
+			if first := rules[g[0]]; r.Class != first.Class {
+				t.Errorf("%s is %s, but %s is %s", name, r.Class, g[0], first.Class)
+			}
+			if got := Aliases(name); len(got) != len(g) || got[0] != g[0] {
+				t.Errorf("Aliases(%s) = %v", name, got)
+			}
+		}
+	}
+	if Aliases("charges.create") != nil {
+		t.Error("charges.create has no alias")
+	}
+}
