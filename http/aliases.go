@@ -3,6 +3,7 @@ package http
 import (
 	"slices"
 
+	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/stripe"
 )
 
@@ -29,4 +30,30 @@ func withAliases(ops []string) []string {
 		}
 	}
 	return out
+}
+
+// approvalRequires is ApprovalPolicy.Requires of op under any of its names,
+// for policies stored before their lists named the aliases.
+func approvalRequires(p *keybrake.ApprovalPolicy, op string, m keybrake.Micros) string {
+	why := p.Requires(op, m)
+	for _, alias := range stripe.Aliases(op) {
+		if why != "" {
+			break
+		}
+		why = p.Requires(alias, m)
+	}
+	return why
+}
+
+// namesOperation reports whether ops names op under any of its names.
+func namesOperation(ops []string, op string) bool {
+	if slices.Contains(ops, op) {
+		return true
+	}
+	for _, alias := range stripe.Aliases(op) {
+		if slices.Contains(ops, alias) {
+			return true
+		}
+	}
+	return false
 }

@@ -17,7 +17,7 @@ import (
 // would make a new object, and nothing else counts it. It writes the
 // refusal and returns false when the request must not be forwarded.
 func (p *proxy) approveUnpriced(w http.ResponseWriter, r *http.Request, c *call) bool {
-	if c.req.Class != ClassUnpriced || c.key.Approval.Requires(c.req.Label, 0) == "" {
+	if c.req.Class != ClassUnpriced || approvalRequires(c.key.Approval, c.req.Label, 0) == "" {
 		return true
 	}
 	a, ok := p.approve(w, r, c)

@@ -68,7 +68,7 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 		// Nothing to raise; an operation the key's approval policy names
 		// still waits for a person (its amount was approved, or was below
 		// the threshold, when the hold was made).
-		if c.key.Approval.Requires(c.req.Label, 0) == "" {
+		if approvalRequires(c.key.Approval, c.req.Label, 0) == "" {
 			return true
 		}
 		approval, ok := p.approve(w, r, c)
