@@ -239,3 +239,33 @@ func TestAttackRedteam_OperationAliases(t *testing.T) {
 		t.Fatalf("the velocity limit does not name refunds.create's aliases: %s", out)
 	}
 }
+
+// A child key is never wider than its parent, checked when it is minted.
+// An admin who then narrows the parent (takes payment intents away, limits
+// it to eur) left the child as wide as the parent had been: the child kept
+// confirming usd payment intents the parent itself could no longer make.
+func TestAttackRedteam_ChildOfNarrowedParent(t *testing.T) {
+	e := MustOpen(t)
+	parentID, parentSecret := e.CreateKey(t, `{"total_usd_cap":50,"allowed_endpoints":["*"],"mint":true}`)
+	status, v := mint(t, e, "/vault/keys/self/children", parentSecret, `{"total_usd_cap":10}`)
+	if status != http.StatusCreated {
+		t.Fatalf("mint: %d %v", status, v)
+	}
+	childID, _ := v["id"].(string)
+	child := &attacker{e: e, keyID: childID, secret: v["vault_key"].(string)}
+	intent := "amount=500&currency=usd&payment_method=pm_card_visa&confirm=true"
+	child.must(t, 200, "POST", "/v1/payment_intents", intent)
+	if resp, out := e.Admin(t, "PATCH", "/vault/keys/"+parentID, `{"allowed_endpoints":["charges.create"],"allowed_currencies":["eur"]}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("narrow the parent: %d %s", resp.StatusCode, out)
+	}
+	child.must(t, http.StatusForbidden, "POST", "/v1/payment_intents", intent)
+	child.must(t, http.StatusForbidden, "POST", "/v1/charges", "amount=500&currency=usd&source=tok_visa")
+	if n := len(e.Sim.GroundTruth().PaymentIntents); n != 1 {
+		t.Fatalf("%d intents: the child moved money its narrowed parent may not", n)
+	}
+	// Narrowed to match, the child works again within the parent's policy.
+	if resp, out := e.Admin(t, "PATCH", "/vault/keys/"+childID, `{"allowed_endpoints":["charges.create"],"allowed_currencies":["eur"]}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("narrow the child: %d %s", resp.StatusCode, out)
+	}
+	child.must(t, 200, "POST", "/v1/charges", "amount=400&currency=eur&source=tok_visa")
+}

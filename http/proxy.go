@@ -182,6 +182,9 @@ func (p *proxy) readBody(r *http.Request) ([]byte, error) {
 // cannot be priced. Guards, approvals and caps are applied when reserving.
 func (p *proxy) decide(ctx context.Context, r *http.Request, c *call) error {
 	k, req := c.key, c.req
+	if err := p.s.checkAncestors(ctx, k); err != nil { // delegate_check.go: a child stays narrower than its parent
+		return err
+	}
 	if !endpointAllowed(k.AllowedEndpoints, req.Operation, req.Path) {
 		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not call %s (%s %s). Allowed: %s.", req.Operation, r.Method, req.Path, allowedList(k.AllowedEndpoints))
 	}
