@@ -102,7 +102,7 @@ func (s *Server) resolveStripe(ctx context.Context, rsv *keybrake.Reservation) (
 	if err != nil {
 		return VendorOutcome{Reason: "replay failed: " + upstreamErrorKind(err)}, nil
 	}
-	out := stripe.ReadOutcome(body)
+	out := stripe.ReadOutcomeOf(rsv.Operation, body)
 	switch {
 	case status >= 200 && status < 300:
 		o := stripeOutcome(s.Rates, out)

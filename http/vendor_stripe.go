@@ -252,10 +252,14 @@ func (v *stripeVendor) Prepare(out *http.Request, req *VendorRequest) {
 	}
 }
 
-// Settle reads the answer's object (stripe.ReadOutcome): settled at what
+// Settle reads the answer's object (stripe.ReadOutcomeOf): settled at what
 // moved, held at what can still move, or released.
 func (v *stripeVendor) Settle(req *VendorRequest, body []byte) VendorOutcome {
-	return stripeOutcome(v.s.Rates, stripe.ReadOutcome(body))
+	name := ""
+	if sr, ok := req.Parsed.(*stripeRequest); ok {
+		name = sr.op.Name
+	}
+	return stripeOutcome(v.s.Rates, stripe.ReadOutcomeOf(name, body))
 }
 
 // stripeOutcome is what o says about the money of a Stripe object. An

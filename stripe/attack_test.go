@@ -219,3 +219,23 @@ func TestAttackRedteam_AliasesAreOneOperation(t *testing.T) {
 		t.Error("charges.create has no alias")
 	}
 }
+
+// POST /v1/charges/{id}/refund (charges.refund) answers the charge, not
+// the refund: its amount_captured is the whole charge. Read as the money
+// the request moved, a $10 refund of a $100 charge settled at $100 (an
+// ALARM, and $90 counted that never moved). The refund's own amount is
+// what was reserved; a refund that released an uncaptured charge still
+// moved nothing.
+func TestAttackRedteam_LegacyRefundAnswersTheCharge(t *testing.T) {
+	captured := []byte(`{"id":"ch_1","object":"charge","amount":10000,"amount_captured":10000,"amount_refunded":1000,"captured":true,"refunded":false,"status":"succeeded","currency":"usd"}`)
+	if o := ReadOutcomeOf("charges.refund", captured); o.Known {
+		t.Errorf("charges.refund read as %+v; want the reservation to stand", o)
+	}
+	if o := ReadOutcomeOf("charges.capture", captured); !o.Known || o.Amount != 10000 {
+		t.Errorf("charges.capture read as %+v", o)
+	}
+	released := []byte(`{"id":"ch_1","object":"charge","amount":10000,"amount_captured":0,"amount_refunded":10000,"captured":false,"refunded":true,"status":"succeeded","currency":"usd"}`)
+	if o := ReadOutcomeOf("charges.refund", released); o.State != OutcomeReleased {
+		t.Errorf("refund of an authorization read as %+v", o)
+	}
+}

@@ -24,3 +24,16 @@ func ReadErrorOutcome(body []byte) (o Outcome, ok bool) {
 	}
 	return o, true
 }
+
+// ReadOutcomeOf is ReadOutcome for the answer to operation op. The legacy
+// refund, charges.refund, answers the charge rather than the refund, and a
+// captured charge's amount is not what the refund moved: the answer is not
+// Known, so the amount reserved for the refund stands. A charge it left
+// uncaptured and refunded moved nothing, as ReadOutcome says.
+func ReadOutcomeOf(op string, body []byte) Outcome {
+	o := ReadOutcome(body)
+	if op == "charges.refund" && o.Object == "charge" && o.State == OutcomeSettled {
+		return Outcome{ID: o.ID, Object: o.Object}
+	}
+	return o
+}
