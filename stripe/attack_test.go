@@ -239,3 +239,17 @@ func TestAttackRedteam_LegacyRefundAnswersTheCharge(t *testing.T) {
 		t.Errorf("refund of an authorization read as %+v", o)
 	}
 }
+
+// terminal.readers.collect_payment_method "updates the PaymentIntent with
+// card details before manual confirmation", and on a reader whose
+// configuration (a free write) offers tips, the tip collected is added to
+// the intent: its amount rises past the hold keybrake made, by a free
+// write, and the confirm moves the raised amount. Only with skip_tipping
+// does it read the card and nothing else.
+func TestAttackRedteam_ReaderTipRaisesIntent(t *testing.T) {
+	attackBodies(t, "POST", "/v1/terminal/readers/tmr_1/collect_payment_method", ClassUnpriced,
+		"payment_intent=pi_1", "payment_intent=pi_1&collect_config[skip_tipping]=false",
+		"payment_intent=pi_1&collect_config[tipping][amount_eligible]=1000")
+	attackBodies(t, "POST", "/v1/terminal/readers/tmr_1/collect_payment_method", ClassWrite,
+		"payment_intent=pi_1&collect_config[skip_tipping]=true")
+}

@@ -250,6 +250,13 @@ func keepsCancelDate(f *Form) bool {
 	return ok && v == "true"
 }
 
+// skipsTipping requires collect_config[skip_tipping]=true said explicitly:
+// otherwise a reader configured for tipping adds the tip to the intent.
+func skipsTipping(f *Form) bool {
+	v, ok := f.Get("collect_config", "skip_tipping")
+	return ok && v == "true"
+}
+
 func noLookupKeyTransfer(f *Form) bool { return !truthy(f, "transfer_lookup_key") }
 
 func shippingRateUpdateFree(f *Form) bool { return only(f, "active", "expand", "metadata") }
