@@ -27,7 +27,7 @@ func TestQueryPlans(t *testing.T) {
 			AND created_at >= ? AND created_at < ? ORDER BY created_at, id LIMIT ?`, []any{"twilio.message", 0, 1, -1}, "reservations_open"},
 		{"LeaseHeld", `SELECT id FROM reservations WHERE state = 'held' AND operation = ? AND lease_until <= ?
 			ORDER BY lease_until, created_at, id LIMIT ?`, []any{"twilio.message", 0, 10}, "reservations_held_due"},
-		{"ByObject", `SELECT id FROM reservations WHERE object_id <> '' AND object_id = ? ORDER BY created_at, id LIMIT ?`, []any{"SM1", 1}, "reservations_object"},
+		{"ByObject", `SELECT id FROM reservations WHERE object_id <> '' AND operation LIKE 'twilio.%' AND object_id = ? ORDER BY created_at, id LIMIT ?`, []any{"SM1", 1}, "reservations_object"},
 		// 0024's threshold prefilter, run per new reservation by the trigger
 		// reservations_threshold_insert (NEW.* as parameters): point reads.
 		{"ThresholdPrefilter", `SELECT 1 FROM spend_counters c CROSS JOIN keys k
