@@ -18,9 +18,20 @@
 --     (every one of them, in the transaction that changes the guards: a key
 --     with a million reservations takes seconds of the writer, once);
 --     when they lose it, its rows go.
--- The guards column is keybrake.Guards as JSON (sqlite/guards.go,
--- encodeGuards), '' for none: CASE, not AND, keeps json_extract from
--- reading '' (SQLite does not promise to stop at a false AND term).
+-- keys.repeat_rule says whether the key's guards have the rule, kept by
+-- triggers from the guards column (keybrake.Guards as JSON, '' for none;
+-- sqlite/guards.go, encodeGuards), so that a reservation reads a flag, not
+-- JSON. CASE, not AND, keeps json_extract from reading '' (SQLite does not
+-- promise to stop at a false AND term).
+ALTER TABLE keys ADD COLUMN repeat_rule INTEGER NOT NULL DEFAULT 0;
+UPDATE keys SET repeat_rule = 1 WHERE COALESCE(json_extract(CASE WHEN json_valid(guards) THEN guards END, '$.breaker.repeat_body'), 0) > 0;
+
+CREATE TRIGGER keys_repeat_rule AFTER INSERT ON keys
+WHEN COALESCE(json_extract(CASE WHEN json_valid(NEW.guards) THEN NEW.guards END, '$.breaker.repeat_body'), 0) > 0
+BEGIN
+	UPDATE keys SET repeat_rule = 1 WHERE id = NEW.id;
+END;
+
 CREATE TABLE repeat_fingerprints (
 	key_id      TEXT    NOT NULL,
 	fingerprint TEXT    NOT NULL,
@@ -31,14 +42,12 @@ CREATE TABLE repeat_fingerprints (
 
 INSERT INTO repeat_fingerprints (key_id, fingerprint, created_at, id)
 SELECT r.key_id, r.fingerprint, r.created_at, r.id FROM keys k JOIN reservations r ON r.key_id = k.id
-WHERE COALESCE(json_extract(CASE WHEN json_valid(k.guards) THEN k.guards END, '$.breaker.repeat_body'), 0) > 0
-AND r.fingerprint <> '';
+WHERE k.repeat_rule = 1 AND r.fingerprint <> '';
 
 DROP INDEX reservations_fingerprint;
 
 CREATE TRIGGER reservations_repeat_insert AFTER INSERT ON reservations
-WHEN NEW.fingerprint <> '' AND (SELECT COALESCE(json_extract(CASE WHEN json_valid(guards) THEN guards END, '$.breaker.repeat_body'), 0) > 0
-	FROM keys WHERE id = NEW.key_id)
+WHEN NEW.fingerprint <> '' AND (SELECT repeat_rule FROM keys WHERE id = NEW.key_id) = 1
 BEGIN
 	INSERT INTO repeat_fingerprints (key_id, fingerprint, created_at, id)
 	VALUES (NEW.key_id, NEW.fingerprint, NEW.created_at, NEW.id);
@@ -53,8 +62,7 @@ BEGIN
 	WHERE key_id = OLD.key_id AND fingerprint = OLD.fingerprint AND created_at = OLD.created_at AND id = OLD.id;
 	INSERT INTO repeat_fingerprints (key_id, fingerprint, created_at, id)
 	SELECT NEW.key_id, NEW.fingerprint, NEW.created_at, NEW.id FROM keys
-	WHERE id = NEW.key_id AND NEW.fingerprint <> ''
-	AND COALESCE(json_extract(CASE WHEN json_valid(guards) THEN guards END, '$.breaker.repeat_body'), 0) > 0;
+	WHERE id = NEW.key_id AND repeat_rule = 1 AND NEW.fingerprint <> '';
 END;
 
 CREATE TRIGGER reservations_repeat_delete AFTER DELETE ON reservations
@@ -64,12 +72,11 @@ BEGIN
 END;
 
 CREATE TRIGGER keys_repeat_guards AFTER UPDATE OF guards ON keys
-WHEN (COALESCE(json_extract(CASE WHEN json_valid(OLD.guards) THEN OLD.guards END, '$.breaker.repeat_body'), 0) > 0)
-	IS NOT (COALESCE(json_extract(CASE WHEN json_valid(NEW.guards) THEN NEW.guards END, '$.breaker.repeat_body'), 0) > 0)
+WHEN (COALESCE(json_extract(CASE WHEN json_valid(NEW.guards) THEN NEW.guards END, '$.breaker.repeat_body'), 0) > 0) <> OLD.repeat_rule
 BEGIN
+	UPDATE keys SET repeat_rule = 1 - OLD.repeat_rule WHERE id = NEW.id;
 	DELETE FROM repeat_fingerprints WHERE key_id = NEW.id;
 	INSERT INTO repeat_fingerprints (key_id, fingerprint, created_at, id)
 	SELECT key_id, fingerprint, created_at, id FROM reservations
-	WHERE key_id = NEW.id AND fingerprint <> ''
-	AND COALESCE(json_extract(CASE WHEN json_valid(NEW.guards) THEN NEW.guards END, '$.breaker.repeat_body'), 0) > 0;
+	WHERE key_id = NEW.id AND fingerprint <> '' AND OLD.repeat_rule = 0;
 END;
