@@ -142,6 +142,9 @@ func keyVendor(k *keybrake.Key) string {
 // parse reads the bounded body and has the vendor name, parse and classify
 // the request, filling in the defaults of what it left empty.
 func (p *proxy) parse(r *http.Request, c *call, path string) (*VendorRequest, error) {
+	if err := refuseEncoding(r.Header, c.v); err != nil { // encoding.go
+		return nil, err
+	}
 	body, err := p.readBody(r)
 	if err != nil {
 		return nil, err

@@ -48,6 +48,9 @@ var (
 // Name returns "stripe".
 func (v *stripeVendor) Name() string { return keybrake.VendorStripe }
 
+// BodyKind returns "form": Stripe takes form-encoded bodies.
+func (v *stripeVendor) BodyKind() string { return "form" }
+
 // Authenticate finds the vault key in Authorization: Bearer, or Basic with
 // the key as user name as `curl -u vault_key_…:` sends it.
 func (v *stripeVendor) Authenticate(r *http.Request) (string, error) {

@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
 	"io/fs"
 	"path"
 	"strings"
@@ -86,4 +88,10 @@ func PageOwners(s *Store) (map[uint32]string, error) {
 		owners[pg] = name
 	}
 	return owners, rows.Err()
+}
+
+// BatchWrite runs fn as one write of the group commit, as the store's own
+// writes do.
+func (s *Store) BatchWrite(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.batch.write(ctx, fn)
 }

@@ -343,8 +343,14 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 // suspending twice keeps the first time and reason. Returns ENOTFOUND for
 // an unknown key.
 func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time) (*keybrake.Key, error) {
+	return s.suspendKey(ctx, id, reason, now, nil)
+}
+
+// suspendKey is SuspendKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) suspendKey(ctx context.Context, id, reason string, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	var children []string
-	k, err := s.setSuspension(ctx, id, func(tx *sql.Tx) (err error) {
+	k, err := s.setSuspension(ctx, id, e, func(tx *sql.Tx) (err error) {
 		if err := s.suspendIn(context.Background(), tx, id, reason, dbTime(now)); err != nil {
 			return err
 		}
@@ -358,8 +364,14 @@ func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time
 // ResumeKey clears the key's suspension. Returns ENOTFOUND for an unknown
 // key.
 func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
+	return s.resumeKey(ctx, id, now, nil)
+}
+
+// resumeKey is ResumeKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) resumeKey(ctx context.Context, id string, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	var children []string
-	k, err := s.setSuspension(ctx, id, func(tx *sql.Tx) (err error) {
+	k, err := s.setSuspension(ctx, id, e, func(tx *sql.Tx) (err error) {
 		if _, err := tx.ExecContext(context.Background(), `UPDATE keys SET suspended_at = NULL, suspended_reason = '', suspended_by = '', updated_at = ?
 			WHERE id = ? AND suspended_at IS NOT NULL`, dbTime(now).UnixMicro(), id); err != nil {
 			return wrap(err, "resume key %s", id)
@@ -371,7 +383,9 @@ func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybr
 	return k, err
 }
 
-func (s *Store) setSuspension(ctx context.Context, id string, fn func(tx *sql.Tx) error) (*keybrake.Key, error) {
+// setSuspension runs fn on the key, unless it is revoked, then appends e
+// (when not nil), all in one write.
+func (s *Store) setSuspension(ctx context.Context, id string, e *keybrake.AdminEvent, fn func(tx *sql.Tx) error) (*keybrake.Key, error) {
 	var k *keybrake.Key
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
 		before, err := scanKey(tx.QueryRowContext(context.Background(), qKeyByID, id))
@@ -384,6 +398,11 @@ func (s *Store) setSuspension(ctx context.Context, id string, fn func(tx *sql.Tx
 		}
 		if err := fn(tx); err != nil {
 			return err
+		}
+		if e != nil {
+			if err := addAdminEventIn(context.Background(), tx, e); err != nil {
+				return err
+			}
 		}
 		k, err = scanKey(tx.QueryRowContext(context.Background(), qKeyByID, id))
 		return wrapKeyErr(err, "key %s", id)
