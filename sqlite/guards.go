@@ -92,8 +92,10 @@ type probeShape struct {
 // The probe's parts; ?1 is the key.
 const (
 	// probeRepeats counts, up to a bound, the key's reservations and
-	// recorded refusals of a fingerprint since a time: index-only.
-	probeRepeats = `(SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE key_id = ?1 AND fingerprint = ? AND created_at > ? LIMIT ?)) +
+	// recorded refusals of a fingerprint since a time: primary-key ranges.
+	// repeat_fingerprints holds every reservation of a key whose guards
+	// have the repeat rule, and only of those (0026).
+	probeRepeats = `(SELECT COUNT(*) FROM (SELECT 1 FROM repeat_fingerprints WHERE key_id = ?1 AND fingerprint = ? AND created_at > ? LIMIT ?)) +
 		(SELECT COUNT(*) FROM (SELECT 1 FROM guard_refusals WHERE key_id = ?1 AND fingerprint = ? AND at > ? LIMIT ?))`
 	// probeSum sums a scope's counters from a bucket on.
 	probeSum = `(SELECT COALESCE(SUM(%s), 0) FROM guard_counters WHERE key_id = ?1 AND scope = ? AND bucket >= ?)`
