@@ -116,8 +116,11 @@ type ReservationFilter struct {
 	CreatedFrom time.Time // when set, only reservations created at or after it
 	// CreatedBefore, when set, keeps only reservations created before it.
 	CreatedBefore time.Time
-	// ObjectID, when set, keeps only reservations linked to that upstream
-	// object (a Twilio sid): who already accounts for it.
+	// ObjectID, when set, keeps only Twilio reservations (operation
+	// "twilio.…") linked to that upstream object (a Twilio sid): who already
+	// accounts for it. Other vendors' objects (a Stripe charge ID) are not
+	// found by it: the stores index Twilio's alone, so that a Stripe
+	// settlement writes no page at a random place of a large index.
 	ObjectID string
 	// Operation, when set, keeps only that operation
 	// ("twilio.messages.create").

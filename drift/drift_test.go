@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -321,20 +322,17 @@ func TestWatchAlertsAndSuspends(t *testing.T) {
 			if !ok {
 				t.Fatal("store keeps no admin audit log")
 			}
-			// The watch writes its admin event right after the suspension,
-			// in a transaction of its own: wait for it too.
-			kbtest.Eventually(t, "the suspension in the admin audit log", func() bool {
-				aes, _, err := as.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 100})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range aes {
-					if e.Actor == "drift watch" && e.Action == "key.suspend" && e.Target == keyID {
-						return true
-					}
-				}
-				return false
-			})
+			// The watch writes its admin event in the suspension's own
+			// transaction: it is there as soon as the key is suspended.
+			aes, _, err := as.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(aes, func(e *keybrake.AdminEvent) bool {
+				return e.Actor == "drift watch" && e.Action == "key.suspend" && e.Target == keyID && e.Detail == k.SuspendedReason
+			}) {
+				t.Fatalf("the key is suspended but the admin audit log does not say so: %+v", aes)
+			}
 			// Every finding alerts once however many runs see it.
 			drifts, err := storeB.FindAlerts(ctx, keybrake.AlertFilter{Kind: keybrake.AlertDrift})
 			if err != nil || len(drifts) != 2 {

@@ -170,13 +170,12 @@ func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id stri
 		return
 	}
 	now := s.Now().UTC().Truncate(time.Microsecond)
-	k, err := s.Store.UpdateKey(r.Context(), id, upd, now)
+	k, err := s.changeKeyAudited(r, id, keyDetail(fields), keybrake.KeyChange{Action: keybrake.ActionUpdate, Update: &upd, Now: now})
 	if err != nil {
 		s.writeAdminError(w, r, err)
 		return
 	}
 	s.evictKey(k.ID)
-	s.audited(r, "key.update", k.ID, keyDetail(fields))
 	b, err := s.budget(r.Context(), k, now)
 	if err != nil {
 		s.writeAdminError(w, r, err)
@@ -186,13 +185,12 @@ func (s *Server) handleUpdateKey(w http.ResponseWriter, r *http.Request, id stri
 }
 
 func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request, id string) {
-	k, err := s.Store.RevokeKey(r.Context(), id, s.Now().UTC().Truncate(time.Microsecond))
+	k, err := s.changeKeyAudited(r, id, "", keybrake.KeyChange{Action: keybrake.ActionRevoke, Now: s.Now().UTC().Truncate(time.Microsecond)})
 	if err != nil {
 		s.writeAdminError(w, r, err)
 		return
 	}
 	s.evictKey(k.ID)
-	s.audited(r, "key.revoke", k.ID, "")
 	s.returnEscrows(r.Context()) // what a revoked child did not spend goes back now (delegate.go)
 	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key"})
 }

@@ -285,21 +285,36 @@ func (s *Server) addAdminEvent(r *http.Request, actor, action, target, detail, c
 	if !ok {
 		return
 	}
-	if client == "" {
-		client = s.clientAddr(r).String()
-	}
-	e := &keybrake.AdminEvent{Time: s.Now().UTC().Truncate(time.Microsecond), Actor: actor, Action: action, Target: target, Detail: truncate(detail, 1000), Client: client}
+	e := s.newAdminEvent(r, actor, action, target, detail, client)
 	if err := as.AddAdminEvent(r.Context(), e); err != nil {
 		s.logger().Error("admin audit event not written", "action", action, "actor", actor, "target", target, "err", err)
 	}
 }
 
+// newAdminEvent is the admin audit event of an action now; client ""
+// means the request's client address.
+func (s *Server) newAdminEvent(r *http.Request, actor, action, target, detail, client string) *keybrake.AdminEvent {
+	if client == "" {
+		client = s.clientAddr(r).String()
+	}
+	return &keybrake.AdminEvent{Time: s.Now().UTC().Truncate(time.Microsecond), Actor: actor, Action: action, Target: target, Detail: truncate(detail, 1000), Client: client}
+}
+
 // audited records what the calling admin did.
 func (s *Server) audited(r *http.Request, action, target, detail string) {
-	actor := ""
+	s.logAdminAction(r, action, target)
+	s.addAdminEvent(r, adminName(r), action, target, detail, "")
+}
+
+// adminName is the calling admin's name, the actor of its audit events.
+func adminName(r *http.Request) string {
 	if id := adminIdentity(r.Context()); id != nil {
-		actor = id.Name
+		return id.Name
 	}
-	s.logger().Info("admin action", "actor", actor, "action", action, "target", target)
-	s.addAdminEvent(r, actor, action, target, detail, "")
+	return ""
+}
+
+// logAdminAction logs what the calling admin did.
+func (s *Server) logAdminAction(r *http.Request, action, target string) {
+	s.logger().Info("admin action", "actor", adminName(r), "action", action, "target", target)
 }

@@ -30,7 +30,7 @@ type approvalDetail struct {
 // used once reserved, and false when it wrote the refusal.
 func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call) (*keybrake.Approval, bool) {
 	pr := c.cost
-	why := c.key.Approval.Requires(c.req.Label, pr.Micros)
+	why := approvalRequires(c.key.Approval, c.req.Label, pr.Micros) // aliases.go
 	if why == "" {
 		return nil, true
 	}

@@ -51,8 +51,8 @@ const maxStripeVersion = 200
 // or empty; a Stripe-Account or Stripe-Context that is not one connected
 // account id (acct_ and letters or digits), or the two naming different
 // accounts; an Idempotency-Key with characters other than printable ASCII
-// less quotes, backslash and comma; a Content-Encoding other than identity;
-// a Transfer-Encoding other than chunked; a POST Content-Type other than
+// less quotes, backslash and comma (a Content-Encoding other than identity
+// is refused before, for every vendor: refuseEncoding); a Transfer-Encoding other than chunked; a POST Content-Type other than
 // the form type (charset=utf-8 only); a body on GET or DELETE.
 func parseEnvelope(r *http.Request) (envelope, error) {
 	var env envelope
@@ -100,9 +100,6 @@ func parseEnvelope(r *http.Request) (envelope, error) {
 			return env, keybrake.ErrorParam("Stripe-Version", "Invalid Stripe-Version %q.", v)
 		}
 		env.Version = v
-	}
-	if ce, ok := h["Content-Encoding"]; ok && !strings.EqualFold(ce, "identity") {
-		return env, keybrake.ErrorParam("Content-Encoding", "keybrake does not read %s-encoded bodies; send the form body uncompressed, without Content-Encoding. Nothing was forwarded.", ce)
 	}
 	if te := r.TransferEncoding; len(te) > 1 || len(te) == 1 && te[0] != "chunked" {
 		// Go's server refuses these itself; this keeps it so.

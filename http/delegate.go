@@ -205,6 +205,7 @@ func decodeApprovalPolicy(raw json.RawMessage) (*keybrake.ApprovalPolicy, error)
 			return nil, keybrake.ErrorParam("approval.operations", "approval.operations[%d] %q is not an operation name like refunds.create.", i, op)
 		}
 	}
+	ops = withAliases(ops) // aliases.go
 	p := &keybrake.ApprovalPolicy{AboveUSD: v.AboveUSD, Operations: ops}
 	if v.TTLSeconds != nil {
 		if *v.TTLSeconds <= 0 || time.Duration(*v.TTLSeconds)*time.Second > keybrake.MaxApprovalTTL {

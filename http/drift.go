@@ -81,8 +81,10 @@ func (s *Server) driftLoop() {
 
 // suspendDrift suspends the key of each finding that names one, with the
 // reason "drift: <kind> <object>", and records it in the admin audit log
-// under the actor "drift watch". The store's SuspendKey tells every
-// replica's key cache, so the key refuses its next request everywhere.
+// under the actor "drift watch" in the suspension's own transaction
+// (changeKey): a crash cannot leave one without the other. The store
+// tells every replica's key cache, so the key refuses its next request
+// everywhere.
 // Findings without a key (money moved with the real secret) suspend
 // nothing: the secret is what to rotate. A key already suspended keeps
 // its first reason; a revoked key stays revoked.
@@ -92,18 +94,14 @@ func (s *Server) suspendDrift(ctx context.Context, fs []drift.Finding) {
 			continue
 		}
 		reason := "drift: " + f.Kind + " " + cmp.Or(f.ObjectID, f.ReservationID)
-		k, err := s.Store.SuspendKey(ctx, f.KeyID, reason, s.Now())
+		now := s.Now()
+		e := &keybrake.AdminEvent{Time: now.UTC().Truncate(time.Microsecond), Actor: "drift watch", Action: "key." + keybrake.ActionSuspend, Target: f.KeyID, Detail: reason}
+		k, err := s.changeKey(ctx, f.KeyID, keybrake.KeyChange{Action: keybrake.ActionSuspend, Reason: reason, Now: now, Event: e})
 		if err != nil {
 			s.logger().Error("drift watch could not suspend a key", "key_id", f.KeyID, "reason", reason, "err", err)
 			continue
 		}
 		s.evictKey(k.ID)
 		s.logger().Warn("drift watch suspended a key", "key_id", k.ID, "reason", reason)
-		if as, ok := s.Store.(keybrake.AdminStore); ok {
-			e := &keybrake.AdminEvent{Time: s.Now().UTC().Truncate(time.Microsecond), Actor: "drift watch", Action: "key.suspend", Target: k.ID, Detail: reason}
-			if err := as.AddAdminEvent(ctx, e); err != nil {
-				s.logger().Error("admin audit event not written", "action", e.Action, "actor", e.Actor, "target", e.Target, "err", err)
-			}
-		}
 	}
 }

@@ -197,7 +197,7 @@ func appliesTo(ops []string, op string, class stripe.Class) bool {
 	if len(ops) == 0 {
 		return class == stripe.ClassPriced || class == stripe.ClassUnpriced
 	}
-	return contains(ops, op)
+	return namesOperation(ops, op) // aliases.go: under any of its names
 }
 
 // ruleVars binds the variables of a request; absent parameters stay unbound.

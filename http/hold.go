@@ -65,9 +65,20 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 	c.cost, c.priced = target, true
 	c.rsv, c.held = hold, true
 	if target.Micros <= hold.Micros {
-		return true
+		// Nothing to raise; an operation the key's approval policy names
+		// still waits for a person (its amount was approved, or was below
+		// the threshold, when the hold was made).
+		if approvalRequires(c.key.Approval, c.req.Label, 0) == "" {
+			return true
+		}
+		approval, ok := p.approve(w, r, c)
+		if ok {
+			p.useApproval(r, approval, hold)
+		}
+		return ok
 	}
-	if _, ok := p.approve(w, r, c); !ok { // approval.go: raising past the threshold waits too
+	approval, ok := p.approve(w, r, c) // approval.go: raising past the threshold waits too
+	if !ok {
 		return false
 	}
 	res, err := s.Store.RaiseHold(r.Context(), keybrake.RaiseArgs{ID: hold.ID, Amount: target.Amount, Currency: target.Currency, Micros: target.Micros, Now: now})
@@ -81,6 +92,7 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 		return false
 	}
 	c.rsv = res.Reservation
+	p.useApproval(r, approval, c.rsv)
 	return true
 }
 

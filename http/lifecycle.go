@@ -19,8 +19,7 @@ func (s *Server) serveKeyLifecycle(w http.ResponseWriter, r *http.Request, id, a
 	default:
 		return false
 	}
-	ls, ok := s.Store.(keybrake.KeyLifecycleService)
-	if !ok {
+	if _, ok := s.Store.(keybrake.KeyLifecycleService); !ok {
 		s.writeAdminError(w, r, keybrake.Errorf(keybrake.EINVALID, "This store cannot %s keys.", action))
 		return true
 	}
@@ -45,18 +44,17 @@ func (s *Server) serveKeyLifecycle(w http.ResponseWriter, r *http.Request, id, a
 			args.GraceUntil = &until
 		}
 		detail = "grace_period " + grace.String()
-		k, err = ls.RotateKey(r.Context(), id, args)
+		k, err = s.changeKeyAudited(r, id, detail, keybrake.KeyChange{Action: action, Rotate: &args, Now: now})
 	case "suspend":
-		k, err = s.Store.SuspendKey(r.Context(), id, suspendedBy(r), now)
+		k, err = s.changeKeyAudited(r, id, "", keybrake.KeyChange{Action: action, Reason: suspendedBy(r), Now: now})
 	case "resume":
-		k, err = s.Store.ResumeKey(r.Context(), id, now)
+		k, err = s.changeKeyAudited(r, id, "", keybrake.KeyChange{Action: action, Now: now})
 	}
 	if err != nil {
 		s.writeAdminError(w, r, err)
 		return true
 	}
 	s.evictKey(k.ID)
-	s.audited(r, "key."+action, k.ID, detail)
 	writeJSON(w, http.StatusOK, keyView{Key: present(k), Object: "vault_key", VaultKey: secret, Status: k.Status(now)})
 	return true
 }

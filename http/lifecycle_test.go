@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,9 +106,35 @@ func TestKeyLifecycle(t *testing.T) {
 		if st := chargeAs(t, e, secret); st != 200 {
 			t.Fatalf("resumed: %d", st)
 		}
+		if resp, b := e.Admin(t, "PATCH", "/vault/keys/"+id, `{"label":"renamed"}`); resp.StatusCode != 200 {
+			t.Fatalf("update: %d %s", resp.StatusCode, b)
+		}
 		e.Admin(t, "POST", "/vault/keys/"+id+"/revoke", "")
 		if resp, b := e.Admin(t, "POST", "/vault/keys/"+id+"/resume", ""); resp.StatusCode != 409 {
 			t.Fatalf("resume revoked: %d %s", resp.StatusCode, b)
+		}
+		// Each change is in the admin audit log, written with it; the
+		// refused resumption is not.
+		_, b := e.Admin(t, "GET", "/vault/audit?limit=10", "")
+		var audit struct {
+			Data []struct {
+				Actor, Action, Target, Client string
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(b, &audit); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, a := range audit.Data {
+			if a.Target == id {
+				if a.Actor == "" || a.Client == "" {
+					t.Fatalf("admin event without actor or client: %s", b)
+				}
+				got = append(got, a.Action)
+			}
+		}
+		if want := []string{"key.revoke", "key.update", "key.resume", "key.suspend", "key.create"}; !slices.Equal(got, want) {
+			t.Fatalf("admin events of the key, newest first: %v, want %v", got, want)
 		}
 	})
 	t.Run("ErrBadGrace", func(t *testing.T) {

@@ -100,6 +100,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 	if !p.countRequest(w, r, c) { // guard_requests.go: velocity limits counting every request
 		return
 	}
+	if !p.approveUnpriced(w, r, c) { // approval_unpriced.go: never reserved, so approved here
+		return
+	}
 	if c.req.Class == ClassPriced {
 		defer p.unlock(c) // the object holdObject locked, if any
 		if ok := p.admit(w, r, c); !ok {
@@ -142,6 +145,9 @@ func keyVendor(k *keybrake.Key) string {
 // parse reads the bounded body and has the vendor name, parse and classify
 // the request, filling in the defaults of what it left empty.
 func (p *proxy) parse(r *http.Request, c *call, path string) (*VendorRequest, error) {
+	if err := refuseEncoding(r.Header, c.v); err != nil { // encoding.go
+		return nil, err
+	}
 	body, err := p.readBody(r)
 	if err != nil {
 		return nil, err
@@ -179,6 +185,9 @@ func (p *proxy) readBody(r *http.Request) ([]byte, error) {
 // cannot be priced. Guards, approvals and caps are applied when reserving.
 func (p *proxy) decide(ctx context.Context, r *http.Request, c *call) error {
 	k, req := c.key, c.req
+	if err := p.s.checkAncestors(ctx, k); err != nil { // delegate_check.go: a child stays narrower than its parent
+		return err
+	}
 	if !endpointAllowed(k.AllowedEndpoints, req.Operation, req.Path) {
 		return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key may not call %s (%s %s). Allowed: %s.", req.Operation, r.Method, req.Path, allowedList(k.AllowedEndpoints))
 	}
@@ -558,6 +567,8 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 		var out VendorOutcome
 		if ok2xx {
 			out = c.v.Settle(c.req, body)
+		} else if lt, ok := c.v.(LeftoverTeller); ok && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			out, _ = lt.Leftover(c.req, body) // leftover.go
 		}
 		objectID = out.ObjectID
 		reason = p.settle(resp.Request.Context(), c, resp.StatusCode, out)
@@ -619,6 +630,9 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, out VendorOutco
 		args, reason = p.s.settleArgs(rsv, status, out)
 	case status == http.StatusConflict && c.replay:
 		return "idempotency key in use upstream"
+	case status >= 400 && status < 500 && out.Final:
+		args, reason = p.s.settleArgs(rsv, status, out) // a refusal that left a money object behind
+		reason = leftoverReason(status, reason)
 	case status >= 400 && status < 500:
 		args.State = keybrake.StateReleased
 		reason = fmt.Sprintf("released: upstream answered %d", status)

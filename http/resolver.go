@@ -102,7 +102,7 @@ func (s *Server) resolveStripe(ctx context.Context, rsv *keybrake.Reservation) (
 	if err != nil {
 		return VendorOutcome{Reason: "replay failed: " + upstreamErrorKind(err)}, nil
 	}
-	out := stripe.ReadOutcome(body)
+	out := stripe.ReadOutcomeOf(rsv.Operation, body)
 	switch {
 	case status >= 200 && status < 300:
 		o := stripeOutcome(s.Rates, out)
@@ -111,6 +111,10 @@ func (s *Server) resolveStripe(ctx context.Context, rsv *keybrake.Reservation) (
 	case status == http.StatusConflict || status == http.StatusTooManyRequests:
 		return VendorOutcome{Status: status, Reason: fmt.Sprintf("upstream answered %d; will retry", status)}, nil
 	case status >= 400 && status < 500:
+		if o, ok := s.stripeLeftover(body); ok { // leftover.go
+			o.Status, o.Reason = status, leftoverReason(status, o.Reason)
+			return o, nil
+		}
 		return VendorOutcome{Final: true, State: keybrake.StateReleased, ObjectID: out.ID, Status: status, Reason: fmt.Sprintf("released, upstream answered %d", status)}, nil
 	default:
 		return VendorOutcome{Status: status, Reason: fmt.Sprintf("upstream answered %d; will retry", status)}, nil

@@ -25,6 +25,12 @@ func decodeGuards(raw json.RawMessage) (*keybrake.Guards, error) {
 	if dec.More() {
 		return nil, keybrake.ErrorParam("guards", "guards must be one JSON object.")
 	}
+	for i := range g.Velocity {
+		g.Velocity[i].Operations = withAliases(g.Velocity[i].Operations) // aliases.go
+	}
+	for i := range g.Rules {
+		g.Rules[i].Operations = withAliases(g.Rules[i].Operations)
+	}
 	if err := g.Validate(); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,8 @@ import (
 // interfaces the path checks: Holder (money objects that stay movable
 // after the request, Stripe's intents), Redactor (answers carrying a
 // credential, Twilio's account), ForeignReplayTeller (idempotency keys
-// shared by every vault key, Stripe's).
+// shared by every vault key, Stripe's), LeftoverTeller (refusals that
+// leave a money object behind, Stripe's declined intents).
 type Vendor interface {
 	// Name is the key's vendor field and the route prefix: "twilio" serves
 	// /twilio/….

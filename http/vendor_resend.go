@@ -43,6 +43,9 @@ var _ Vendor = (*resendVendor)(nil)
 // Name returns "resend".
 func (v *resendVendor) Name() string { return keybrake.VendorResend }
 
+// BodyKind returns "JSON": Resend takes JSON bodies.
+func (v *resendVendor) BodyKind() string { return "JSON" }
+
 // Authenticate reads Authorization: Bearer <vault key>, as Resend's SDKs
 // send the API key.
 func (v *resendVendor) Authenticate(r *http.Request) (string, error) {

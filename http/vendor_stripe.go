@@ -48,6 +48,9 @@ var (
 // Name returns "stripe".
 func (v *stripeVendor) Name() string { return keybrake.VendorStripe }
 
+// BodyKind returns "form": Stripe takes form-encoded bodies.
+func (v *stripeVendor) BodyKind() string { return "form" }
+
 // Authenticate finds the vault key in Authorization: Bearer, or Basic with
 // the key as user name as `curl -u vault_key_…:` sends it.
 func (v *stripeVendor) Authenticate(r *http.Request) (string, error) {
@@ -176,13 +179,14 @@ func (v *stripeVendor) Target(ctx context.Context, k *keybrake.Key, req *VendorR
 }
 
 // price prices with price, applies the key's currency allowlist and tags
-// the body. An uncapped key only tracks spend: an amount in a currency
-// with no rate has nothing to count, so it is forwarded untracked.
+// the body. A key with nothing to count against only tracks spend: an
+// amount in a currency with no rate is forwarded untracked (tracksOnly).
 func (v *stripeVendor) price(k *keybrake.Key, req *VendorRequest, price func() (stripe.Price, error)) (VendorCost, error) {
 	sr := req.Parsed.(*stripeRequest)
-	if cur, ok := sr.form.Get("currency"); ok && !k.Caps.Any() && k.Approval.IsZero() {
+	if cur, ok := sr.form.Get("currency"); ok && tracksOnly(k) {
+		cur = strings.ToLower(cur) // as Stripe reads it, and the rate table is keyed
 		if _, hasRate := v.s.Rates.Rate(cur); !hasRate {
-			if err := checkCurrency(k, strings.ToLower(cur)); err != nil {
+			if err := checkCurrency(k, cur); err != nil {
 				return VendorCost{}, err
 			}
 			return VendorCost{Untracked: true, Forward: withMetadata(sr, req)}, nil
@@ -199,6 +203,16 @@ func (v *stripeVendor) price(k *keybrake.Key, req *VendorRequest, price func() (
 		return VendorCost{}, err
 	}
 	return VendorCost{Micros: pr.Micros, Amount: pr.Amount, Currency: pr.Currency, Forward: withMetadata(sr, req)}, nil
+}
+
+// tracksOnly reports whether k counts nothing a request's amount could be
+// refused by: no cap, no approval policy, and no guard that counts the
+// key's reservations (duplicate, velocity, breaker), since an untracked
+// request makes no reservation for them to see. Field rules are decided
+// before pricing and need none.
+func tracksOnly(k *keybrake.Key) bool {
+	g := k.Guards
+	return !k.Caps.Any() && k.Approval.IsZero() && (g == nil || g.Duplicate == nil && len(g.Velocity) == 0 && g.Breaker == nil)
 }
 
 // checkCurrency applies the key's currency allowlist.
@@ -241,10 +255,14 @@ func (v *stripeVendor) Prepare(out *http.Request, req *VendorRequest) {
 	}
 }
 
-// Settle reads the answer's object (stripe.ReadOutcome): settled at what
+// Settle reads the answer's object (stripe.ReadOutcomeOf): settled at what
 // moved, held at what can still move, or released.
 func (v *stripeVendor) Settle(req *VendorRequest, body []byte) VendorOutcome {
-	return stripeOutcome(v.s.Rates, stripe.ReadOutcome(body))
+	name := ""
+	if sr, ok := req.Parsed.(*stripeRequest); ok {
+		name = sr.op.Name
+	}
+	return stripeOutcome(v.s.Rates, stripe.ReadOutcomeOf(name, body))
 }
 
 // stripeOutcome is what o says about the money of a Stripe object. An

@@ -69,6 +69,9 @@ var (
 // Name returns "twilio".
 func (v *twilioVendor) Name() string { return keybrake.VendorTwilio }
 
+// BodyKind returns "form": Twilio takes form-encoded bodies.
+func (v *twilioVendor) BodyKind() string { return "form" }
+
 // Authenticate reads HTTP Basic as Twilio's SDKs send it: the configured
 // account sid (or keybrake's API key sid) as user, the vault key as
 // password, also in its alphanumeric form twilio-go needs (vaultkey…).

@@ -90,9 +90,18 @@ func scanAdminToken(row pgx.Row) (*keybrake.AdminToken, error) {
 
 // AddAdminEvent appends e, setting its ID.
 func (s *Store) AddAdminEvent(ctx context.Context, e *keybrake.AdminEvent) error {
-	err := s.pool.QueryRow(ctx, `INSERT INTO admin_events (time, actor, action, target, detail, client) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+	return s.wrap("add admin event", addAdminEvent(ctx, s.pool, e))
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// addAdminEvent appends e through q, setting its ID.
+func addAdminEvent(ctx context.Context, q querier, e *keybrake.AdminEvent) error {
+	return q.QueryRow(ctx, `INSERT INTO admin_events (time, actor, action, target, detail, client) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
 		e.Time, e.Actor, e.Action, e.Target, e.Detail, e.Client).Scan(&e.ID)
-	return s.wrap("add admin event", err)
 }
 
 // FindAdminEvents returns a page of admin events, newest first.

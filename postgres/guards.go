@@ -90,13 +90,16 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 // SuspendKey suspends the key; suspending twice keeps the first time and
 // reason. Returns ENOTFOUND for an unknown key, ECONFLICT for a revoked one.
 func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time) (*keybrake.Key, error) {
-	if err := s.notRevoked(ctx, id); err != nil {
-		return nil, err
-	}
+	return s.suspendKey(ctx, id, reason, now, nil)
+}
+
+// suspendKey is SuspendKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) suspendKey(ctx context.Context, id, reason string, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	// The key's descendants that are neither suspended nor revoked are
 	// suspended in the same statement, marked suspended_by it, so resuming
 	// it resumes exactly them.
-	k, err := scanKey(s.pool.QueryRow(ctx, `WITH RECURSIVE d(id) AS (
+	return s.setSuspension(ctx, "suspend key "+id, e, `WITH RECURSIVE d(id) AS (
 			SELECT id FROM keys WHERE parent_id = $1
 			UNION SELECT c.id FROM keys c JOIN d ON c.parent_id = d.id),
 		children AS (UPDATE keys SET suspended_at = $2, suspended_reason = $4, suspended_by = $1, updated_at = $2
@@ -105,29 +108,47 @@ func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time
 		SET suspended_reason = CASE WHEN suspended_at IS NULL THEN $3 ELSE suspended_reason END,
 		    updated_at = CASE WHEN suspended_at IS NULL THEN $2 ELSE updated_at END,
 		    suspended_at = COALESCE(suspended_at, $2)
-		WHERE id = $1 RETURNING `+keyColumns, id, ts(now), reason, "parent "+id+" suspended: "+reason))
-	if err != nil {
-		return nil, s.wrap("suspend key "+id, notFound(err, "No such key: %s.", id))
-	}
-	return k, nil
+		WHERE id = $1 RETURNING `+keyColumns, id, ts(now), reason, "parent "+id+" suspended: "+reason)
 }
 
 // ResumeKey clears the key's suspension. Returns ENOTFOUND for an unknown
 // key, ECONFLICT for a revoked one: revocation is final.
 func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
-	if err := s.notRevoked(ctx, id); err != nil {
-		return nil, err
-	}
+	return s.resumeKey(ctx, id, now, nil)
+}
+
+// resumeKey is ResumeKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) resumeKey(ctx context.Context, id string, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	// Resuming it resumes the descendants its suspension suspended.
-	k, err := scanKey(s.pool.QueryRow(ctx, `WITH children AS (
+	return s.setSuspension(ctx, "resume key "+id, e, `WITH children AS (
 			UPDATE keys SET suspended_at = NULL, suspended_reason = '', suspended_by = '', updated_at = $2
 			WHERE suspended_by = $1 AND suspended_at IS NOT NULL)
 		UPDATE keys
 		SET updated_at = CASE WHEN suspended_at IS NULL THEN updated_at ELSE $2 END,
 		    suspended_at = NULL, suspended_reason = '', suspended_by = ''
-		WHERE id = $1 RETURNING `+keyColumns, id, ts(now)))
+		WHERE id = $1 RETURNING `+keyColumns, id, ts(now))
+}
+
+// setSuspension runs the suspension statement sql, which returns the key,
+// and appends e (when not nil) in one transaction. A revoked key is
+// refused with ECONFLICT and left as it was: revocation is final.
+func (s *Store) setSuspension(ctx context.Context, op string, e *keybrake.AdminEvent, sql string, args ...any) (*keybrake.Key, error) {
+	var k *keybrake.Key
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		if k, err = scanKey(tx.QueryRow(ctx, sql, args...)); err != nil {
+			return notFound(err, "No such key: %s.", args[0])
+		}
+		if err := revokedConflict(k); err != nil {
+			return err
+		}
+		if e != nil {
+			return addAdminEvent(ctx, tx, e)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, s.wrap("resume key "+id, notFound(err, "No such key: %s.", id))
+		return nil, s.wrap(op, err)
 	}
 	return k, nil
 }
@@ -139,16 +160,6 @@ func encodeGuards(g *keybrake.Guards) []byte {
 	}
 	b, _ := json.Marshal(g) // plain structs: cannot fail
 	return b
-}
-
-// notRevoked returns ECONFLICT for a revoked key (revocation is final),
-// ENOTFOUND for an unknown one.
-func (s *Store) notRevoked(ctx context.Context, id string) error {
-	k, err := s.FindKeyByID(ctx, id)
-	if err != nil {
-		return err
-	}
-	return revokedConflict(k)
 }
 
 // revokedConflict is ECONFLICT for a revoked key.

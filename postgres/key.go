@@ -129,6 +129,12 @@ func (s *Store) FindKeys(ctx context.Context, f keybrake.KeyFilter) ([]*keybrake
 // locked for the change, so it takes effect for the very next reservation on
 // any replica.
 func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time) (*keybrake.Key, error) {
+	return s.updateKeyAudited(ctx, id, upd, now, nil)
+}
+
+// updateKeyAudited is UpdateKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) updateKeyAudited(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	var k *keybrake.Key
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -154,7 +160,10 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 			k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
 			k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), ts(k.UpdatedAt),
 			k.AllowSecretReads, encodeGuards(k.Guards), k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps), encodeScope(k))
-		return err
+		if err != nil || e == nil {
+			return err
+		}
+		return addAdminEvent(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, s.wrap("update key "+id, err)
@@ -165,17 +174,30 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 // RevokeKey marks the key revoked at now; revoking twice keeps the first
 // time. Returns ENOTFOUND if the key does not exist.
 func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
+	return s.revokeKey(ctx, id, now, nil)
+}
+
+// revokeKey is RevokeKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) revokeKey(ctx context.Context, id string, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	// The key's descendants are revoked in the same statement (delegate.go).
-	k, err := scanKey(s.pool.QueryRow(ctx, `WITH RECURSIVE d(id) AS (
+	const revoke = `WITH RECURSIVE d(id) AS (
 			SELECT id FROM keys WHERE parent_id = $1
 			UNION SELECT c.id FROM keys c JOIN d ON c.parent_id = d.id),
 		children AS (UPDATE keys SET revoked_at = $2, updated_at = $2 WHERE id IN (SELECT id FROM d) AND revoked_at IS NULL)
 		UPDATE keys
 		SET revoked_at = COALESCE(revoked_at, $2),
 		    updated_at = CASE WHEN revoked_at IS NULL THEN $2 ELSE updated_at END
-		WHERE id = $1 RETURNING `+keyColumns, id, ts(now)))
+		WHERE id = $1 RETURNING ` + keyColumns
+	var k *keybrake.Key
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		if k, err = scanKey(tx.QueryRow(ctx, revoke, id, ts(now))); err != nil || e == nil {
+			return notFound(err, "No such key: %s.", id)
+		}
+		return addAdminEvent(ctx, tx, e)
+	})
 	if err != nil {
-		return nil, s.wrap("revoke key "+id, notFound(err, "No such key: %s.", id))
+		return nil, s.wrap("revoke key "+id, err)
 	}
 	return k, nil
 }

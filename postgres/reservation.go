@@ -255,9 +255,10 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 		where = append(where, fmt.Sprintf("created_at < $%d", len(args)))
 	}
 	if f.ObjectID != "" {
-		// The literal term matches the partial index reservations_object.
+		// The literal terms match the partial index reservations_object
+		// (0030): Twilio's reservations only (keybrake.ReservationFilter).
 		args = append(args, f.ObjectID)
-		where = append(where, fmt.Sprintf("object_id <> '' AND object_id = $%d", len(args)))
+		where = append(where, fmt.Sprintf("object_id <> '' AND operation LIKE 'twilio.%%' AND object_id = $%d", len(args)))
 	}
 	if f.Operation != "" {
 		args = append(args, f.Operation)

@@ -114,15 +114,21 @@ func (s *Store) AddAdminEvent(ctx context.Context, e *keybrake.AdminEvent) error
 		return err
 	}
 	defer tx.Rollback()
+	if err := addAdminEventIn(ctx, tx, e); err != nil {
+		return err
+	}
+	return wrap(tx.Commit(), "add admin event")
+}
+
+// addAdminEventIn appends e inside tx, setting its ID.
+func addAdminEventIn(ctx context.Context, tx *sql.Tx, e *keybrake.AdminEvent) error {
 	res, err := tx.ExecContext(ctx, `INSERT INTO admin_events (time, actor, action, target, detail, client) VALUES (?, ?, ?, ?, ?, ?)`,
 		e.Time.UnixMicro(), e.Actor, e.Action, e.Target, e.Detail, e.Client)
 	if err != nil {
 		return wrap(err, "add admin event")
 	}
-	if e.ID, err = res.LastInsertId(); err != nil {
-		return wrap(err, "add admin event")
-	}
-	return wrap(tx.Commit(), "add admin event")
+	e.ID, err = res.LastInsertId()
+	return wrap(err, "add admin event")
 }
 
 // FindAdminEvents returns a page of admin events, newest first.

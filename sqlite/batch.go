@@ -166,7 +166,11 @@ func (b *batcher) commit(batch []*writeOp) {
 	}
 	defer tx.Rollback()
 	if len(batch) == 1 {
-		batch[0].err = batch[0].run(tx)
+		// A write alone needs no savepoint, but it is all or nothing too:
+		// one that fails is rolled back, never committed half done.
+		if batch[0].err = batch[0].run(tx); batch[0].err != nil {
+			return
+		}
 	} else {
 		for _, op := range batch {
 			if _, err := b.s.txExec(ctx, tx, qSavepoint); err != nil {

@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
 	"io/fs"
 	"path"
 	"strings"
@@ -62,3 +64,34 @@ var (
 	QCountRead = qCountRead
 	QSpend     = qSpend
 )
+
+// StopCheckpoints stops s's checkpointer after its last checkpoint: from
+// then until Close the write-ahead log keeps every frame written, so a
+// test can count them.
+func StopCheckpoints(s *Store) error { return s.checkpoints.close() }
+
+// PageOwners maps each page of s's database, as its newest snapshot has
+// it, to the table or index it belongs to (SQLite's dbstat).
+func PageOwners(s *Store) (map[uint32]string, error) {
+	rows, err := s.reader.Query(`SELECT pageno, name FROM dbstat`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	owners := map[uint32]string{}
+	for rows.Next() {
+		var pg uint32
+		var name string
+		if err := rows.Scan(&pg, &name); err != nil {
+			return nil, err
+		}
+		owners[pg] = name
+	}
+	return owners, rows.Err()
+}
+
+// BatchWrite runs fn as one write of the group commit, as the store's own
+// writes do.
+func (s *Store) BatchWrite(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.batch.write(ctx, fn)
+}

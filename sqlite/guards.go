@@ -92,8 +92,10 @@ type probeShape struct {
 // The probe's parts; ?1 is the key.
 const (
 	// probeRepeats counts, up to a bound, the key's reservations and
-	// recorded refusals of a fingerprint since a time: index-only.
-	probeRepeats = `(SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE key_id = ?1 AND fingerprint = ? AND created_at > ? LIMIT ?)) +
+	// recorded refusals of a fingerprint since a time: primary-key ranges.
+	// repeat_fingerprints holds every reservation of a key whose guards
+	// have the repeat rule, and only of those (0026).
+	probeRepeats = `(SELECT COUNT(*) FROM (SELECT 1 FROM repeat_fingerprints WHERE key_id = ?1 AND fingerprint = ? AND created_at > ? LIMIT ?)) +
 		(SELECT COUNT(*) FROM (SELECT 1 FROM guard_refusals WHERE key_id = ?1 AND fingerprint = ? AND at > ? LIMIT ?))`
 	// probeSum sums a scope's counters from a bucket on.
 	probeSum = `(SELECT COALESCE(SUM(%s), 0) FROM guard_counters WHERE key_id = ?1 AND scope = ? AND bucket >= ?)`
@@ -341,8 +343,14 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 // suspending twice keeps the first time and reason. Returns ENOTFOUND for
 // an unknown key.
 func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time) (*keybrake.Key, error) {
+	return s.suspendKey(ctx, id, reason, now, nil)
+}
+
+// suspendKey is SuspendKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) suspendKey(ctx context.Context, id, reason string, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	var children []string
-	k, err := s.setSuspension(ctx, id, func(tx *sql.Tx) (err error) {
+	k, err := s.setSuspension(ctx, id, e, func(tx *sql.Tx) (err error) {
 		if err := s.suspendIn(context.Background(), tx, id, reason, dbTime(now)); err != nil {
 			return err
 		}
@@ -356,8 +364,14 @@ func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time
 // ResumeKey clears the key's suspension. Returns ENOTFOUND for an unknown
 // key.
 func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
+	return s.resumeKey(ctx, id, now, nil)
+}
+
+// resumeKey is ResumeKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) resumeKey(ctx context.Context, id string, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	var children []string
-	k, err := s.setSuspension(ctx, id, func(tx *sql.Tx) (err error) {
+	k, err := s.setSuspension(ctx, id, e, func(tx *sql.Tx) (err error) {
 		if _, err := tx.ExecContext(context.Background(), `UPDATE keys SET suspended_at = NULL, suspended_reason = '', suspended_by = '', updated_at = ?
 			WHERE id = ? AND suspended_at IS NOT NULL`, dbTime(now).UnixMicro(), id); err != nil {
 			return wrap(err, "resume key %s", id)
@@ -369,7 +383,9 @@ func (s *Store) ResumeKey(ctx context.Context, id string, now time.Time) (*keybr
 	return k, err
 }
 
-func (s *Store) setSuspension(ctx context.Context, id string, fn func(tx *sql.Tx) error) (*keybrake.Key, error) {
+// setSuspension runs fn on the key, unless it is revoked, then appends e
+// (when not nil), all in one write.
+func (s *Store) setSuspension(ctx context.Context, id string, e *keybrake.AdminEvent, fn func(tx *sql.Tx) error) (*keybrake.Key, error) {
 	var k *keybrake.Key
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
 		before, err := scanKey(tx.QueryRowContext(context.Background(), qKeyByID, id))
@@ -382,6 +398,11 @@ func (s *Store) setSuspension(ctx context.Context, id string, fn func(tx *sql.Tx
 		}
 		if err := fn(tx); err != nil {
 			return err
+		}
+		if e != nil {
+			if err := addAdminEventIn(context.Background(), tx, e); err != nil {
+				return err
+			}
 		}
 		k, err = scanKey(tx.QueryRowContext(context.Background(), qKeyByID, id))
 		return wrapKeyErr(err, "key %s", id)

@@ -142,6 +142,12 @@ func (s *Store) FindKeys(ctx context.Context, f keybrake.KeyFilter) ([]*keybrake
 // UpdateKey applies upd and returns the updated key. Returns ENOTFOUND if
 // the key does not exist.
 func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time) (*keybrake.Key, error) {
+	return s.updateKeyAudited(ctx, id, upd, now, nil)
+}
+
+// updateKeyAudited is UpdateKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) updateKeyAudited(ctx context.Context, id string, upd keybrake.KeyUpdate, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return nil, err
@@ -158,6 +164,11 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 	if err := updateKey(ctx, tx, k); err != nil {
 		return nil, err
 	}
+	if e != nil {
+		if err := addAdminEventIn(ctx, tx, e); err != nil {
+			return nil, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "update key %s", id)
 	}
@@ -168,6 +179,12 @@ func (s *Store) UpdateKey(ctx context.Context, id string, upd keybrake.KeyUpdate
 // RevokeKey marks the key revoked at now; revoking twice keeps the first
 // time. Returns ENOTFOUND if the key does not exist.
 func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybrake.Key, error) {
+	return s.revokeKey(ctx, id, now, nil)
+}
+
+// revokeKey is RevokeKey appending e, when not nil, in the same
+// transaction.
+func (s *Store) revokeKey(ctx context.Context, id string, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return nil, err
@@ -178,17 +195,24 @@ func (s *Store) RevokeKey(ctx context.Context, id string, now time.Time) (*keybr
 	if err != nil {
 		return nil, wrapKeyErr(err, "revoke key %s", id)
 	}
-	if k.RevokedAt != nil {
+	if k.RevokedAt != nil && e == nil {
 		return k, nil
 	}
-	at := dbTime(now)
-	k.RevokedAt, k.UpdatedAt = &at, at
-	if err := updateKey(ctx, tx, k); err != nil {
-		return nil, err
+	var children []string
+	if k.RevokedAt == nil {
+		at := dbTime(now)
+		k.RevokedAt, k.UpdatedAt = &at, at
+		if err := updateKey(ctx, tx, k); err != nil {
+			return nil, err
+		}
+		if children, err = revokeDescendants(ctx, tx, id, at); err != nil { // delegate.go
+			return nil, err
+		}
 	}
-	children, err := revokeDescendants(ctx, tx, id, at) // delegate.go
-	if err != nil {
-		return nil, err
+	if e != nil {
+		if err := addAdminEventIn(ctx, tx, e); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "revoke key %s", id)

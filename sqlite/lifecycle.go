@@ -11,10 +11,12 @@ var _ keybrake.KeyLifecycleService = (*Store)(nil)
 
 // RotateKey gives the key a new secret (see keybrake.KeyLifecycleService).
 func (s *Store) RotateKey(ctx context.Context, id string, args keybrake.RotateArgs) (*keybrake.Key, error) {
-	return s.changeLifecycle(ctx, id, "rotate", &args, args.Now)
+	return s.changeLifecycle(ctx, id, "rotate", &args, args.Now, nil)
 }
 
-func (s *Store) changeLifecycle(ctx context.Context, id, action string, args *keybrake.RotateArgs, now time.Time) (*keybrake.Key, error) {
+// changeLifecycle applies the action to the key and appends e, when not
+// nil, in the same transaction.
+func (s *Store) changeLifecycle(ctx context.Context, id, action string, args *keybrake.RotateArgs, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return nil, err
@@ -34,6 +36,11 @@ func (s *Store) changeLifecycle(ctx context.Context, id, action string, args *ke
 			return nil, keybrake.Errorf(keybrake.ECONFLICT, "A key with this secret already exists.")
 		}
 		return nil, err
+	}
+	if e != nil {
+		if err := addAdminEventIn(ctx, tx, e); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, wrap(err, "%s key %s", action, id)

@@ -28,8 +28,9 @@ func finalBefore(args keybrake.PruneArgs) int64 {
 }
 
 // PruneReservations deletes up to a batch of old settled or released
-// reservations no holds row links to. Reservations have no delete trigger,
-// so the spend counters stay as they are.
+// reservations no holds row links to. The spend counters stay as they are
+// (no delete trigger moves them); the repeat rule's fingerprints of the
+// deleted reservations go (0026).
 func (s *Store) PruneReservations(ctx context.Context, args keybrake.PruneArgs) (int64, error) {
 	return s.pruneExec(ctx, "prune reservations", `DELETE FROM reservations WHERE id IN (
 		SELECT r.id FROM reservations r

@@ -333,6 +333,11 @@ func (s *Store) FindReservationByID(ctx context.Context, id string) (*keybrake.R
 	return r, nil
 }
 
+// objectOperations is the operations whose reservations
+// ReservationFilter.ObjectID finds: the condition of the partial index
+// reservations_object (0025), written as it is there.
+const objectOperations = "operation LIKE 'twilio.%'"
+
 // FindReservations returns reservations matching f, oldest first. A zero
 // Limit returns them all.
 func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilter) ([]*keybrake.Reservation, error) {
@@ -353,8 +358,8 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 		where, args = append(where, "created_at < ?"), append(args, f.CreatedBefore.UnixMicro())
 	}
 	if f.ObjectID != "" {
-		// The literal term lets SQLite use the partial index reservations_object.
-		where, args = append(where, "object_id <> '' AND object_id = ?"), append(args, f.ObjectID)
+		// The literal terms let SQLite use the partial index reservations_object.
+		where, args = append(where, "object_id <> '' AND "+objectOperations+" AND object_id = ?"), append(args, f.ObjectID)
 	}
 	if f.Operation != "" {
 		where, args = append(where, "operation = ?"), append(args, f.Operation)

@@ -220,6 +220,78 @@ func testGuards(t *testing.T, open opener) {
 		}
 	})
 
+	// The repeat rule counts the key's reservations of the same request in
+	// its window, whenever they were made: those made before the rule was
+	// set, or before it was removed and set again, count too; a re-armed
+	// reservation counts with its new request and time, a pruned one no
+	// longer counts.
+	t.Run("BreakerRepeatCountsWhatCameBefore", func(t *testing.T) {
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		repeat := &keybrake.Guards{Breaker: &keybrake.Breaker{RepeatBody: 3, RepeatWindowSeconds: 60}}
+		setGuards := func(g *keybrake.Guards) {
+			t.Helper()
+			if _, err := s.UpdateKey(ctx, "key_a", keybrake.KeyUpdate{Guards: g}, T0); err != nil {
+				t.Fatalf("UpdateKey: %v", err)
+			}
+		}
+		for i := range 2 { // made before any guard
+			if res := reserveGuarded(t, s, NewCharge("key_a", fmt.Sprintf("before%d", i), "cus_1", USD(1)), T0); res.Guard != nil {
+				t.Fatalf("unguarded reservation %d refused: %+v", i, res.Guard)
+			}
+		}
+		setGuards(repeat)
+		if res := reserveGuarded(t, s, NewCharge("key_a", "other", "cus_2", USD(1)), T0); res.Guard != nil {
+			t.Fatalf("another request refused: %+v", res.Guard)
+		}
+		// Removed and set again: still counted, once.
+		setGuards(&keybrake.Guards{})
+		setGuards(&keybrake.Guards{Breaker: &keybrake.Breaker{RepeatBody: 4, RepeatWindowSeconds: 60}})
+		setGuards(repeat)
+		res := reserveGuarded(t, s, NewCharge("key_a", "third", "cus_1", USD(1)), T0.Add(time.Second))
+		if g := res.Guard; g == nil || g.Rule != keybrake.BreakerRepeat {
+			t.Fatalf("third repeat, two made before the rule: %+v", res.Guard)
+		}
+		if _, err := s.ResumeKey(ctx, "key_a", T0); err != nil {
+			t.Fatal(err)
+		}
+		// Out of the window, they no longer count.
+		later := T0.Add(2 * time.Minute)
+		if res := reserveGuarded(t, s, NewCharge("key_a", "later", "cus_1", USD(1)), later); res.Guard != nil {
+			t.Fatalf("a repeat after the window refused: %+v", res.Guard)
+		}
+		// A released reservation re-armed with another request counts
+		// with that request, at its new time, and no longer with its old.
+		rel := reserveGuarded(t, s, NewCharge("key_a", "rearmed", "cus_3", USD(1)), later).Reservation
+		MustSettle(t, s, keybrake.SettleArgs{ID: rel.ID, State: keybrake.StateReleased, Now: later})
+		if res, err := s.Rearm(ctx, keybrake.ReserveArgs{Reservation: NewCharge("key_a", "rearmed", "cus_1", USD(1)), Now: later.Add(10 * time.Second)}); err != nil || res.Guard != nil {
+			t.Fatalf("Rearm = %+v, %v", res, err)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_a", "after-rearm", "cus_1", USD(1)), later.Add(20*time.Second)); res.Guard == nil || res.Guard.Rule != keybrake.BreakerRepeat {
+			t.Fatalf("third repeat counting a re-armed reservation: %+v", res.Guard)
+		}
+		if _, err := s.ResumeKey(ctx, "key_a", T0); err != nil {
+			t.Fatal(err)
+		}
+		for _, idem := range []string{"cus3-a", "cus3-b"} {
+			if res := reserveGuarded(t, s, NewCharge("key_a", idem, "cus_3", USD(1)), later.Add(20*time.Second)); res.Guard != nil {
+				t.Fatalf("%s: the re-armed reservation still counted with its old request: %+v", idem, res.Guard)
+			}
+		}
+
+		// A pruned reservation no longer counts.
+		MustCreateGuardedKey(t, s, "key_b", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{RepeatBody: 2, RepeatWindowSeconds: 400 * 86400}})
+		old := reserveGuarded(t, s, NewCharge("key_b", "p1", "cus_1", USD(1)), T0).Reservation
+		MustSettle(t, s, keybrake.SettleArgs{ID: old.ID, State: keybrake.StateSettled, SettledMicros: USD(1), Now: T0})
+		pruneAt := T0.Add(72 * time.Hour)
+		if n, err := s.PruneReservations(ctx, keybrake.PruneArgs{Before: pruneAt, Now: pruneAt}); err != nil || n == 0 {
+			t.Fatalf("PruneReservations = %d, %v", n, err)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_b", "p2", "cus_1", USD(1)), pruneAt); res.Guard != nil {
+			t.Fatalf("a pruned reservation still counted: %+v", res.Guard)
+		}
+	})
+
 	t.Run("BreakerRepeat", func(t *testing.T) {
 		s := open(t)
 		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{RepeatBody: 3, RepeatWindowSeconds: 60}})

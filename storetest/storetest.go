@@ -89,6 +89,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("Guards", func(t *testing.T) { testGuards(t, o) })
 	t.Run("Admin", func(t *testing.T) { testAdmin(t, o) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, o) })
+	t.Run("KeyChange", func(t *testing.T) { testKeyChange(t, o) })
 	t.Run("Delegation", func(t *testing.T) { testDelegation(t, o) })
 	t.Run("Approvals", func(t *testing.T) { testApprovals(t, o) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, o) })

@@ -57,6 +57,16 @@ func testVendorResolve(t *testing.T, open opener) {
 		if got := find(t, s, keybrake.ReservationFilter{ObjectID: "SM9"}); len(got) != 0 {
 			t.Fatalf("unknown object = %v", got)
 		}
+		// Only Twilio's reservations are found by object: a Stripe charge's
+		// ID is not indexed (ReservationFilter.ObjectID).
+		st := mustReserveOp(t, s, "key_b", "i3", "charges.create", 10_000, T0)
+		MustSettle(t, s, keybrake.SettleArgs{ID: st.ID, State: keybrake.StateSettled, SettledMicros: 10_000, Amount: 1, Currency: "usd", ObjectID: "ch_1", Now: T0})
+		if got := find(t, s, keybrake.ReservationFilter{ObjectID: "ch_1"}); len(got) != 0 {
+			t.Fatalf("a Stripe charge by object = %v, want none", got)
+		}
+		if got, want := find(t, s, keybrake.ReservationFilter{KeyID: "key_b", Operation: "charges.create"}), []string{st.ID}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("the Stripe charge by key and operation = %v, want %v", got, want)
+		}
 		// Open (reserved or uncertain) messages created in [T0, T0+30s):
 		// not the held one, the released one, the call, or the later one.
 		f := keybrake.ReservationFilter{Operation: sms, Open: true, CreatedFrom: T0, CreatedBefore: T0.Add(30 * time.Second)}

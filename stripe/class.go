@@ -244,6 +244,23 @@ func noImmediateInvoice(f *Form) bool {
 	return oneOf(f, "proration_behavior", "none", "create_prorations") && !f.Has("payment_behavior")
 }
 
+// keepsCancelDate requires preserve_cancel_date=true said explicitly.
+func keepsCancelDate(f *Form) bool {
+	v, ok := f.Get("preserve_cancel_date")
+	return ok && v == "true"
+}
+
+// skipsTipping requires collect_config[skip_tipping]=true said explicitly:
+// otherwise a reader configured for tipping adds the tip to the intent.
+func skipsTipping(f *Form) bool {
+	v, ok := f.Get("collect_config", "skip_tipping")
+	return ok && v == "true"
+}
+
+func noLookupKeyTransfer(f *Form) bool { return !truthy(f, "transfer_lookup_key") }
+
+func shippingRateUpdateFree(f *Form) bool { return only(f, "active", "expand", "metadata") }
+
 func financialAccountUpdateFree(f *Form) bool { return only(f, "expand", "metadata", "nickname") }
 
 func noForwarding(f *Form) bool { return !f.Has("forwarding_settings") }

@@ -377,7 +377,7 @@ func newLogger(env Env, level, format string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(env.Stderr, opts))
 }
 
-func runServe(ctx context.Context, args []string, env Env) error {
+func runServe(ctx context.Context, args []string, env Env) (err error) {
 	m := NewServeMain(env)
 	if err := m.ParseFlags(args); err != nil {
 		return err
@@ -386,7 +386,7 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	defer stopProfile()
+	defer func() { err = errors.Join(err, stopProfile()) }() // a profile asked for and not written fails the command
 	if err := m.Run(ctx); err != nil {
 		m.Close()
 		return err

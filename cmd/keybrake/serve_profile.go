@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -36,10 +37,29 @@ func startProfiles(cpuFile, memFile string) (stop func() error, err error) {
 		err := stopCPU()
 		if mem != nil {
 			runtime.GC() // the profile shows what is live now, not at the last GC
-			err = errors.Join(err, pprof.Lookup("heap").WriteTo(mem, 0), mem.Close())
+			if werr := errors.Join(pprof.Lookup("heap").WriteTo(mem, 0), mem.Close()); werr != nil {
+				err = errors.Join(err, fmt.Errorf("--memprofile %s not written: %w", memFile, werr))
+			}
 		}
 		return err
 	}, nil
+}
+
+// stickyWriter remembers the first error of its writes: the CPU profile's
+// writer goroutine drops the errors of its writes (runtime/pprof ignores
+// what its profile builder returns), so a full disk would otherwise leave
+// a truncated profile and no word of it.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return n, err
 }
 
 // startCPUProfile starts profiling into file; the returned function stops
@@ -52,12 +72,16 @@ func startCPUProfile(file string) (stop func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid --cpuprofile (KEYBRAKE_CPUPROFILE): %v", err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	w := &stickyWriter{w: f}
+	if err := pprof.StartCPUProfile(w); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() error {
-		pprof.StopCPUProfile()
-		return f.Close()
+		pprof.StopCPUProfile() // returns once the profile is written
+		if err := errors.Join(w.err, f.Close()); err != nil {
+			return fmt.Errorf("--cpuprofile %s not written: %w", file, err)
+		}
+		return nil
 	}, nil
 }
