@@ -195,7 +195,7 @@ func (v *stripeVendor) price(k *keybrake.Key, req *VendorRequest, price func() (
 	pr, err := price()
 	if err != nil {
 		if keybrake.ErrorCode(err) == keybrake.EFORBIDDEN && strings.HasPrefix(keybrake.ErrorMessage(err), "no exchange rate") {
-			err = keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: %s, so it cannot count this amount against the key's USD caps. Ask the operator to add the currency to --rates.", sr.op.Name, keybrake.ErrorMessage(err))
+			err = keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: %s, so it cannot count this amount against the key's caps and guards, which count in USD. Ask the operator to add the currency to --rates.", sr.op.Name, keybrake.ErrorMessage(err))
 		}
 		return VendorCost{}, err
 	}
