@@ -109,6 +109,31 @@ func TestAttackRedteam_ForeignIntentSecret(t *testing.T) {
 			t.Fatalf("a foreign intent's secret came back in an expanded charge")
 		}
 	})
+	t.Run("AnotherKeysIntent", func(t *testing.T) {
+		// Held by the first key, counted under its caps; another key could
+		// confirm it past its own.
+		_, other := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+		pi, err := e.Stripe(other).V1PaymentIntents.Retrieve(ctx, own.ID, nil)
+		if err != nil || pi.ClientSecret != "" {
+			t.Fatalf("another key read the intent's secret: %v %q", err, pi.ClientSecret)
+		}
+	})
+	t.Run("UnreadableAnswerRefused", func(t *testing.T) {
+		up.truncate(true)
+		defer up.truncate(false)
+		resp, body := e.Do(t, "GET", "/v1/payment_intents/"+foreign.ID, "", map[string]string{"Authorization": "Bearer " + secret})
+		if resp.StatusCode != http.StatusBadGateway || bytes.Contains(body, []byte(foreign.ClientSecret)) {
+			t.Fatalf("a cut answer with a foreign secret: %d %s", resp.StatusCode, body)
+		}
+		if typ, _ := mustJSON(t, body)["error"].(map[string]any)["type"].(string); typ != "api_error" {
+			t.Fatalf("refusal not Stripe-shaped: %s", body)
+		}
+		// A cut answer with no intent's secret is passed as it is.
+		resp, body = e.Do(t, "GET", "/v1/charges/"+declined.LatestCharge.ID, "", map[string]string{"Authorization": "Bearer " + secret})
+		if resp.StatusCode != 200 || json.Valid(body) {
+			t.Fatalf("a cut answer without a secret: %d %s", resp.StatusCode, body)
+		}
+	})
 	t.Run("RawAnswersCarryNoForeignSecret", func(t *testing.T) {
 		for _, path := range []string{"/v1/payment_intents", "/v1/payment_intents/search?query=status%3A%27requires_payment_method%27",
 			"/v1/payment_intents/" + foreign.ID, "/v1/charges/" + declined.LatestCharge.ID + "?expand[]=payment_intent"} {
@@ -191,7 +216,14 @@ func doDirect(tb testing.TB, e *Env, path string) (*http.Response, []byte) {
 type intentLists struct {
 	mu  sync.Mutex
 	ids []string
+	cut bool // cut retrieve answers in half
 	sim *url.URL
+}
+
+func (l *intentLists) truncate(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = on
 }
 
 func (l *intentLists) add(ids ...string) {
@@ -210,7 +242,14 @@ func (l *intentLists) option(tb testing.TB) Option {
 }
 
 func (l *intentLists) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.mu.Lock()
+	cut := l.cut
+	l.mu.Unlock()
 	switch {
+	case cut && r.Method == "GET" && (strings.HasPrefix(r.URL.Path, "/v1/payment_intents/pi_") || strings.HasPrefix(r.URL.Path, "/v1/charges/ch_")):
+		b, _ := json.Marshal(l.get(r, r.URL.Path))
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b[:len(b)-len(b)/4])
 	case r.Method == "GET" && (r.URL.Path == "/v1/payment_intents" || r.URL.Path == "/v1/payment_intents/search"):
 		l.mu.Lock()
 		ids := append([]string(nil), l.ids...)
