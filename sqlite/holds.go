@@ -242,6 +242,12 @@ func (s *Store) LeaseHolds(ctx context.Context, owner string, now, orphanedBefor
 	return out, nil
 }
 
+// qHeldObjects reads which of a JSON array of objects a key holds live;
+// prepared on the readers, since every Stripe answer that carries a
+// payment intent's client secret runs it (http/vendor_stripe_secret.go).
+const qHeldObjects = `SELECT h.object_id FROM holds h JOIN reservations r ON r.id = h.reservation_id
+	WHERE h.key_id = ? AND h.object_id IN (SELECT value FROM json_each(?)) AND r.state IN ('reserved', 'held', 'uncertain')`
+
 // HeldObjects returns which of objectIDs the key holds with a live
 // reservation. It reads from the reader pool and locks nothing.
 func (s *Store) HeldObjects(ctx context.Context, keyID string, objectIDs []string) (map[string]bool, error) {
@@ -256,8 +262,7 @@ func (s *Store) HeldObjects(ctx context.Context, keyID string, objectIDs []strin
 	if err != nil {
 		return nil, wrap(err, "held objects")
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT h.object_id FROM holds h JOIN reservations r ON r.id = h.reservation_id
-		WHERE h.key_id = ? AND h.object_id IN (SELECT value FROM json_each(?)) AND r.state IN ('reserved', 'held', 'uncertain')`, keyID, string(ids))
+	rows, err := s.rstmts[qHeldObjects].QueryContext(ctx, keyID, string(ids))
 	if err != nil {
 		return nil, wrap(err, "held objects")
 	}
