@@ -134,6 +134,14 @@ func TestAttackRedteam_ForeignIntentSecret(t *testing.T) {
 			t.Fatalf("a cut answer without a secret: %d %s", resp.StatusCode, body)
 		}
 	})
+	t.Run("TooLargeAnswerRefused", func(t *testing.T) {
+		// Read whole to be checked, an answer above the proxy's limit was
+		// cut there; it is refused instead.
+		resp, body := e.Do(t, "GET", "/v1/customers/cus_huge", "", map[string]string{"Authorization": "Bearer " + secret})
+		if resp.StatusCode != http.StatusBadGateway || len(body) > 4096 {
+			t.Fatalf("a 9 MiB answer: %d, %d bytes", resp.StatusCode, len(body))
+		}
+	})
 	t.Run("RawAnswersCarryNoForeignSecret", func(t *testing.T) {
 		for _, path := range []string{"/v1/payment_intents", "/v1/payment_intents/search?query=status%3A%27requires_payment_method%27",
 			"/v1/payment_intents/" + foreign.ID, "/v1/charges/" + declined.LatestCharge.ID + "?expand[]=payment_intent"} {
@@ -246,6 +254,9 @@ func (l *intentLists) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cut := l.cut
 	l.mu.Unlock()
 	switch {
+	case r.URL.Path == "/v1/customers/cus_huge":
+		w.Header().Set("Content-Type", "application/json")
+		writeJSON(w, map[string]any{"object": "customer", "id": "cus_huge", "description": strings.Repeat("x", 9<<20)})
 	case cut && r.Method == "GET" && (strings.HasPrefix(r.URL.Path, "/v1/payment_intents/pi_") || strings.HasPrefix(r.URL.Path, "/v1/charges/ch_")):
 		b, _ := json.Marshal(l.get(r, r.URL.Path))
 		w.Header().Set("Content-Type", "application/json")

@@ -533,10 +533,16 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 		p.audit(resp.Request, c, keybrake.DecisionAllow, "", resp.StatusCode, "")
 		return nil
 	}
-	body, err := readAllSized(io.LimitReader(resp.Body, maxUpstreamBody), resp.ContentLength, maxUpstreamBody)
+	body, err := readAllSized(io.LimitReader(resp.Body, maxUpstreamBody+1), resp.ContentLength, maxUpstreamBody)
 	resp.Body.Close()
 	if err != nil {
 		return fmt.Errorf("read upstream response: %w", err)
+	}
+	if len(body) > maxUpstreamBody {
+		if c.rsv == nil { // a read: never pass a cut answer, or one not checked whole
+			return fmt.Errorf("read upstream response: larger than %d bytes", maxUpstreamBody)
+		}
+		body = body[:maxUpstreamBody]
 	}
 	ok2xx := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if redacts && ok2xx {
