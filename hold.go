@@ -50,6 +50,13 @@ type HoldService interface {
 	// replaced. Returns ENOTFOUND for an unknown reservation.
 	LinkHold(ctx context.Context, keyID, objectID, reservationID string, holdUntil time.Time) error
 
+	// HeldObjects returns which of objectIDs the key holds: those linked
+	// (LinkHold) to a live reservation (reserved, held or uncertain) of
+	// the key. It reads and locks nothing; an object another key holds, or
+	// none, is not in the result. At most 1000 objects are asked at once:
+	// returns EINVALID for more.
+	HeldObjects(ctx context.Context, keyID string, objectIDs []string) (map[string]bool, error)
+
 	// RaiseHold raises a live reservation (reserved, held or uncertain) to
 	// args.Micros, counting only the difference, checked against every cap
 	// of the key in the reservation's own day and month, in one transaction
@@ -69,6 +76,10 @@ type HoldService interface {
 	// so no held reservation outlives its object. A limit of 0 means 100.
 	LeaseHolds(ctx context.Context, owner string, now, orphanedBefore, until time.Time, limit int) ([]*Reservation, error)
 }
+
+// MaxHeldObjects is the most objects HeldObjects answers for at once: more
+// than a Stripe list page (100) with every object expanded.
+const MaxHeldObjects = 1000
 
 // LockArgs asks for the lock of one object of a key.
 type LockArgs struct {

@@ -522,20 +522,27 @@ func upstreamPath(u *url.URL, rawPath string) (path, raw string) {
 // as the vendor reads it (Vendor.Settle), 4xx (declines included)
 // released, 5xx kept uncertain and counted for the resolver. An answer
 // the request reserved nothing for streams through untouched, unless the
-// vendor redacts its answers.
+// vendor redacts its answers or scrubs their secrets (secretScrubber).
 func (p *proxy) modifyResponse(resp *http.Response) error {
 	c := resp.Request.Context().Value(callKey{}).(*call)
 	redactor, redacts := c.v.(Redactor)
-	if c.rsv == nil && !redacts {
+	_, scrubs := c.v.(secretScrubber)
+	if c.rsv == nil && !redacts && !scrubs {
 		p.s.metrics.upstream(c, resp.StatusCode)
 		p.s.metrics.decision(opName(c), keybrake.DecisionAllow)
 		p.audit(resp.Request, c, keybrake.DecisionAllow, "", resp.StatusCode, "")
 		return nil
 	}
-	body, err := readAllSized(io.LimitReader(resp.Body, maxUpstreamBody), resp.ContentLength, maxUpstreamBody)
+	body, err := readAllSized(io.LimitReader(resp.Body, maxUpstreamBody+1), resp.ContentLength, maxUpstreamBody)
 	resp.Body.Close()
 	if err != nil {
 		return fmt.Errorf("read upstream response: %w", err)
+	}
+	if len(body) > maxUpstreamBody {
+		if c.rsv == nil { // a read: never pass a cut answer, or one not checked whole
+			return fmt.Errorf("read upstream response: larger than %d bytes", maxUpstreamBody)
+		}
+		body = body[:maxUpstreamBody]
 	}
 	ok2xx := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if redacts && ok2xx {
@@ -574,6 +581,7 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 		reason = p.settle(resp.Request.Context(), c, resp.StatusCode, out)
 		resp.Header.Set("Keybrake-Reservation", c.rsv.ID)
 	}
+	p.scrubSecrets(resp, c, body) // vendor_stripe_secret.go: after settling, which links the hold of an intent the key made
 	p.s.metrics.upstream(c, resp.StatusCode)
 	p.s.metrics.decision(opName(c), decision)
 	p.audit(resp.Request, c, decision, reason, resp.StatusCode, objectID)

@@ -20,7 +20,8 @@ import (
 // after the request, Stripe's intents), Redactor (answers carrying a
 // credential, Twilio's account), ForeignReplayTeller (idempotency keys
 // shared by every vault key, Stripe's), LeftoverTeller (refusals that
-// leave a money object behind, Stripe's declined intents).
+// leave a money object behind, Stripe's declined intents), secretScrubber
+// (answers carrying a secret that moves money, Stripe's client secrets).
 type Vendor interface {
 	// Name is the key's vendor field and the route prefix: "twilio" serves
 	// /twilio/….

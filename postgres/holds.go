@@ -247,3 +247,29 @@ func prefixed(p, columns string) string {
 	}
 	return strings.Join(cols, ", ")
 }
+
+// HeldObjects returns which of objectIDs the key holds with a live
+// reservation. It reads and locks nothing.
+func (s *Store) HeldObjects(ctx context.Context, keyID string, objectIDs []string) (map[string]bool, error) {
+	if len(objectIDs) > keybrake.MaxHeldObjects {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "At most %d objects can be asked at once.", keybrake.MaxHeldObjects)
+	}
+	out := make(map[string]bool)
+	if len(objectIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT h.object_id FROM holds h JOIN reservations r ON r.id = h.reservation_id
+		WHERE h.key_id = $1 AND h.object_id = ANY($2) AND r.state IN ('reserved', 'held', 'uncertain')`, keyID, objectIDs)
+	if err != nil {
+		return nil, s.wrap("held objects", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, s.wrap("held objects", err)
+		}
+		out[id] = true
+	}
+	return out, s.wrap("held objects", rows.Err())
+}

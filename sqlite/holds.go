@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -239,4 +240,39 @@ func (s *Store) LeaseHolds(ctx context.Context, owner string, now, orphanedBefor
 		return nil, err
 	}
 	return out, nil
+}
+
+// qHeldObjects reads which of a JSON array of objects a key holds live;
+// prepared on the readers, since every Stripe answer that carries a
+// payment intent's client secret runs it (http/vendor_stripe_secret.go).
+const qHeldObjects = `SELECT h.object_id FROM holds h JOIN reservations r ON r.id = h.reservation_id
+	WHERE h.key_id = ? AND h.object_id IN (SELECT value FROM json_each(?)) AND r.state IN ('reserved', 'held', 'uncertain')`
+
+// HeldObjects returns which of objectIDs the key holds with a live
+// reservation. It reads from the reader pool and locks nothing.
+func (s *Store) HeldObjects(ctx context.Context, keyID string, objectIDs []string) (map[string]bool, error) {
+	if len(objectIDs) > keybrake.MaxHeldObjects {
+		return nil, keybrake.Errorf(keybrake.EINVALID, "At most %d objects can be asked at once.", keybrake.MaxHeldObjects)
+	}
+	out := make(map[string]bool)
+	if len(objectIDs) == 0 {
+		return out, nil
+	}
+	ids, err := json.Marshal(objectIDs)
+	if err != nil {
+		return nil, wrap(err, "held objects")
+	}
+	rows, err := s.rstmts[qHeldObjects].QueryContext(ctx, keyID, string(ids))
+	if err != nil {
+		return nil, wrap(err, "held objects")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, wrap(err, "held objects")
+		}
+		out[id] = true
+	}
+	return out, wrap(rows.Err(), "held objects")
 }

@@ -172,7 +172,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		}
 		s.wstmts[q] = st
 	}
-	for _, q := range []string{qKeyByID, qKeyByHash, qReservationByID, qSpend} {
+	for _, q := range []string{qKeyByID, qKeyByHash, qReservationByID, qSpend, qHeldObjects} {
 		st, err := s.reader.PrepareContext(ctx, q)
 		if err != nil {
 			return err

@@ -37,6 +37,28 @@ func testHolds(t *testing.T, open opener) {
 		wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(10), Month: USD(10), Total: USD(10), Held: USD(10)})
 		MustOverCap(t, s, "key_a", "idem_2", 1, later)
 	})
+	t.Run("HeldObjects", func(t *testing.T) {
+		s := open(t)
+		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Total: Ptr(USD(100))})
+		MustCreateCappedKey(t, s, "key_b", "UTC", keybrake.Caps{Total: Ptr(USD(100))})
+		MustHold(t, s, "key_a", "idem_1", "pi_held", USD(5), T0, T0.Add(time.Hour))
+		r := MustHold(t, s, "key_a", "idem_2", "pi_released", USD(5), T0, T0.Add(time.Hour))
+		MustSettle(t, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateReleased, Now: later})
+		MustHold(t, s, "key_b", "idem_3", "pi_other", USD(5), T0, T0.Add(time.Hour))
+		if _, err := s.LockObject(ctx, keybrake.LockArgs{KeyID: "key_a", ObjectID: "pi_locked", Owner: "req_1", Now: T0, Until: later}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.HeldObjects(ctx, "key_a", []string{"pi_held", "pi_released", "pi_other", "pi_locked", "pi_unknown"})
+		if err != nil || len(got) != 1 || !got["pi_held"] {
+			t.Fatalf("HeldObjects = %v, %v; want only pi_held", got, err)
+		}
+		if got, err := s.HeldObjects(ctx, "key_a", nil); err != nil || len(got) != 0 {
+			t.Fatalf("HeldObjects(none) = %v, %v", got, err)
+		}
+		if _, err := s.HeldObjects(ctx, "key_a", make([]string, keybrake.MaxHeldObjects+1)); keybrake.ErrorCode(err) != keybrake.EINVALID {
+			t.Fatalf("HeldObjects(too many) = %v; want EINVALID", err)
+		}
+	})
 	t.Run("HeldGrowsNeverShrinks", func(t *testing.T) {
 		s := open(t)
 		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Total: Ptr(USD(10))})

@@ -1,0 +1,158 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/keybrake/keybrake"
+)
+
+// secretScrubber is a Vendor whose answers, 2xx or not and to reads too,
+// may carry a secret that moves money without passing keybrake again, and
+// which keybrake removes unless the key holds what the secret moves.
+type secretScrubber interface {
+	// ScrubSecrets returns body with every such secret the key does not
+	// hold replaced; changed is false when body is returned as it was.
+	// ok=false means body may carry such a secret keybrake could not find
+	// (an answer it cannot parse): it must not be passed on.
+	ScrubSecrets(ctx context.Context, key *keybrake.Key, body []byte) (out []byte, changed, ok bool)
+}
+
+var _ secretScrubber = (*stripeVendor)(nil)
+
+// ScrubSecrets nulls the client_secret of every payment intent in a Stripe
+// answer, however deeply embedded (a retrieve, a list or search page, an
+// expand[] of a charge or invoice, an event's data), that a browser with
+// the publishable key could still confirm and that the key does not hold
+// (HoldService.HeldObjects): an intent made outside keybrake, or by another
+// vault key. Confirming it would move money that no cap of this key
+// counts. An intent the key created is held in full, so its secret is
+// returned. "Could still confirm" is every status but succeeded,
+// canceled, processing and requires_capture, so a status Stripe adds later
+// is redacted. If the holds cannot be read, every such secret is removed.
+//
+// Only an answer holding "_secret" (or a \u escape, which could spell it)
+// is parsed: reads pay a byte scan. An answer that cannot be parsed is
+// passed as it is, unless it holds a payment intent's secret (pi_…_secret_…):
+// then ok is false.
+func (v *stripeVendor) ScrubSecrets(ctx context.Context, key *keybrake.Key, body []byte) ([]byte, bool, bool) {
+	if !bytes.Contains(body, []byte("_secret")) && !bytes.Contains(body, []byte(`\u`)) {
+		return body, false, true
+	}
+	var doc any
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if err := d.Decode(&doc); err != nil || d.More() {
+		return body, false, !carriesIntentSecret(body)
+	}
+	var found []map[string]any
+	collectIntentSecrets(doc, &found)
+	if len(found) == 0 {
+		return body, false, true
+	}
+	ids := make([]string, 0, len(found))
+	for _, m := range found {
+		ids = append(ids, intentID(m))
+	}
+	held, err := v.s.Store.HeldObjects(ctx, key.ID, ids[:min(len(ids), keybrake.MaxHeldObjects)])
+	if err != nil {
+		v.s.logger().Warn("reading holds failed; removing every client_secret of a confirmable payment intent from the answer", "key", key.ID, "err", err)
+		held = nil
+	}
+	changed := false
+	for i, m := range found {
+		if !held[ids[i]] {
+			m["client_secret"] = nil
+			changed = true
+		}
+	}
+	if !changed {
+		return body, false, true
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return body, false, false
+	}
+	return out.Bytes(), true, true
+}
+
+// collectIntentSecrets appends to found every object under v that is a
+// payment intent (its object field, or a client secret of one, pi_…) with
+// a client secret and a status a browser can still confirm.
+func collectIntentSecrets(v any, found *[]map[string]any) {
+	switch v := v.(type) {
+	case map[string]any:
+		if secret, ok := v["client_secret"].(string); ok && secret != "" && (v["object"] == "payment_intent" || strings.HasPrefix(secret, "pi_")) {
+			if status, _ := v["status"].(string); !unconfirmable[status] {
+				*found = append(*found, v)
+			}
+		}
+		for _, e := range v {
+			collectIntentSecrets(e, found)
+		}
+	case []any:
+		for _, e := range v {
+			collectIntentSecrets(e, found)
+		}
+	}
+}
+
+// unconfirmable are the statuses of a payment intent that no browser can
+// confirm: final, or waiting for the secret key (a capture) or the bank.
+var unconfirmable = map[string]bool{"succeeded": true, "canceled": true, "processing": true, "requires_capture": true}
+
+// intentID is a payment intent's ID, or its client secret's prefix
+// (pi_X_secret_Y names pi_X) when the object does not carry one.
+func intentID(m map[string]any) string {
+	if id, ok := m["id"].(string); ok && id != "" {
+		return id
+	}
+	secret, _ := m["client_secret"].(string)
+	id, _, _ := strings.Cut(secret, "_secret_")
+	return id
+}
+
+// carriesIntentSecret reports whether body, which could not be parsed, may
+// hold a payment intent's client secret.
+func carriesIntentSecret(body []byte) bool {
+	return bytes.Contains(body, []byte("pi_")) && (bytes.Contains(body, []byte("_secret_")) || bytes.Contains(body, []byte(`\u`)))
+}
+
+// scrubSecrets runs the vendor's ScrubSecrets on an answer read into body
+// and puts what it returns on resp; an answer it cannot clean becomes the
+// vendor's 502 api_error. It returns the body now on resp.
+func (p *proxy) scrubSecrets(resp *http.Response, c *call, body []byte) []byte {
+	sc, ok := c.v.(secretScrubber)
+	if !ok {
+		return body
+	}
+	out, changed, ok := sc.ScrubSecrets(resp.Request.Context(), c.key, body)
+	switch {
+	case !ok:
+		rec := renderError(c.v, resp.Request, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake could not read %s's answer to remove the client secrets of payment intents this key does not hold, so it does not pass it on.", c.vendorTitle()))
+		for name, vals := range rec.header {
+			resp.Header[name] = vals
+		}
+		out = rec.body.Bytes()
+		resp.StatusCode, resp.Status = http.StatusBadGateway, "502 Bad Gateway"
+	case !changed:
+		return body
+	}
+	setBody(resp, out)
+	return out
+}
+
+// setBody makes b the body of resp, with its length.
+func setBody(resp *http.Response, b []byte) {
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+}
