@@ -47,33 +47,9 @@ func BenchmarkChargePages(b *testing.B) {
 }
 
 func benchChargePages(b *testing.B, sdkKeys bool, clients int) {
-	ctx := context.Background()
 	s, _, key := openPages(b)
 	defer s.Close()
-	events := make(chan *keybrake.Event, 1024)
-	audited := make(chan struct{})
-	go func() {
-		defer close(audited)
-		batch := make([]*keybrake.Event, 0, 64)
-		for e := range events {
-			batch = append(batch[:0], e)
-		drain:
-			for len(batch) < cap(batch) {
-				select {
-				case e, ok := <-events:
-					if !ok {
-						break drain
-					}
-					batch = append(batch, e)
-				default:
-					break drain
-				}
-			}
-			if err := s.AddEvents(ctx, batch); err != nil {
-				b.Errorf("AddEvents: %v", err)
-			}
-		}
-	}()
+	events, audited := storetest.AuditInBatches(b, s, 1024)
 	start := time.Now()
 	var n atomic.Int64
 	charge := func() bool {

@@ -166,30 +166,7 @@ func BenchmarkCharge(b *testing.B) {
 					PerRequest: storetest.Ptr(storetest.USD(100)), Daily: &huge, Monthly: &huge, Total: &huge,
 				})
 			}
-			events := make(chan *keybrake.Event, 1024)
-			audited := make(chan struct{})
-			go func() {
-				defer close(audited)
-				batch := make([]*keybrake.Event, 0, 64)
-				for e := range events {
-					batch = append(batch[:0], e)
-				drain:
-					for len(batch) < cap(batch) {
-						select {
-						case e, ok := <-events:
-							if !ok {
-								break drain
-							}
-							batch = append(batch, e)
-						default:
-							break drain
-						}
-					}
-					if err := s.AddEvents(ctx, batch); err != nil {
-						b.Errorf("AddEvents: %v", err)
-					}
-				}
-			}()
+			events, audited := storetest.AuditInBatches(b, s, 1024)
 			var n atomic.Int64
 			b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
 			defer reportCPU(b)()
