@@ -29,6 +29,7 @@ type metrics struct {
 	alertsFired     *prometheus.CounterVec // see metrics_alerts.go
 	alertDeliveries *prometheus.CounterVec
 	authFails       *prometheus.CounterVec
+	reserveTime     prometheus.Histogram
 
 	mu      sync.Mutex // held to add to names
 	names   sync.Map   // operation labels in use (metrics_handles.go)
@@ -61,11 +62,16 @@ func newMetrics() *metrics {
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keybrake_holds_swept_total", Help: "Expired holds the sweeper ended, by the state it left them in.",
 		}, []string{"state"}),
+		reserveTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "keybrake_reserve_duration_seconds",
+			Help:    "Time a priced request waited on the store before it was forwarded: its reservation against the key's caps (or its object's hold) checked and committed. The store's share of every capped request's latency.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}),
 		authFails: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keybrake_auth_failures_total", Help: "Failed authentications (vault key or admin token), and requests refused because their address failed too often.",
 		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.decisions, m.upstreams, m.latency, m.reservedM, m.resolves, m.exceeded, m.swept, m.authFails,
+	m.reg.MustRegister(m.decisions, m.upstreams, m.latency, m.reservedM, m.resolves, m.exceeded, m.swept, m.authFails, m.reserveTime,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m.guards = newGuardMetrics(m.reg)
 	return m

@@ -47,6 +47,7 @@ func TestMetricsCountEveryRequest(t *testing.T) {
 		`keybrake_upstream_responses_total{operation="customers.retrieve",status="200"} 1`,
 		`keybrake_request_duration_seconds_count{operation="charges.create"} 3`,
 		`keybrake_reserved_usd_micros_total{operation="charges.create"} 3e+06`,
+		`keybrake_reserve_duration_seconds_count 3`, // the charges, not the GET
 	} {
 		if !strings.Contains(m, want+"\n") {
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, strings.SplitN(want, "{", 2)[0]))

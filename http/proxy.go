@@ -105,9 +105,11 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 	}
 	if c.req.Class == ClassPriced {
 		defer p.unlock(c) // the object holdObject locked, if any
+		start := time.Now()
 		if ok := p.admit(w, r, c); !ok {
 			return
 		}
+		s.metrics.reserveTime.Observe(time.Since(start).Seconds())
 	}
 	p.forward(w, r, c)
 }

@@ -119,6 +119,12 @@ reports the bench process alone. With a PostgreSQL store on this machine
 the server counts as one process, "postgres": the postmaster, every process
 it started and those it reaped during the phase.
 
+Store: around every keybrake phase the bench reads each serve's
+keybrake_reserve_duration_seconds (GET /metrics) and reports "reserve µs",
+the mean time a priced request spent on the store before it was forwarded
+(its reservation checked and committed, queueing for the writer included):
+the store's share of the added latency.
+
 Outputs: the table on stdout, --json FILE (every run and the summary), --html
 FILE (charts and tables in one page). Numbers from a shared machine are
 noisy: compare the ratios of one run, across runs. docs/performance.md has

@@ -77,6 +77,10 @@ type Sample struct {
 	P99       float64   `json:"p99_us"`
 	Max       float64   `json:"max_us"`
 	CPU       *PhaseCPU `json:"cpu,omitempty"` // Linux: every process's CPU time per request
+	// Reserve is the mean µs a priced request spent on the store before it
+	// was forwarded, from serve's keybrake_reserve_duration_seconds (0 on
+	// the direct and bare paths and for phases that reserve nothing).
+	Reserve float64 `json:"reserve_us,omitempty"`
 }
 
 // phase sends o to t from clients concurrent loops until the duration has
@@ -245,9 +249,14 @@ func (b *bench) runHTTP(ctx context.Context, progress io.Writer) ([]Sample, erro
 					if err := ctx.Err(); err != nil {
 						return out, err
 					}
+					var reserve reserveTotals
+					if t.path != pathDirect && t.path != pathBare {
+						reserve = b.reserveMark(ctx)
+					}
 					cpu := b.cpu.mark()
 					s := b.phase(ctx, t, o, n, b.cfg.Duration, b.cfg.Requests, b.cfg.Rate)
 					s.Run, s.Op, s.CPU = run, name, b.cpu.since(cpu, s.Requests)
+					s.Reserve = b.reserveSince(ctx, reserve)
 					fmt.Fprintf(progress, "bench: run %d/%d %-6s %-11s %4d clients: %7.0f/s p50 %6.0f µs p99 %7.0f µs max %7.0f µs, %d errors\n",
 						run, b.cfg.Runs, name, t.path, n, s.PerSecond, s.P50, s.P99, s.Max, s.Errors)
 					out = append(out, s)

@@ -67,6 +67,7 @@ type SummaryRow struct {
 	Max       Stat        `json:"max_us"`
 	AddedP50  *Stat       `json:"added_p50_us,omitempty"`
 	Ratio     *Stat       `json:"ratio_to_direct,omitempty"`
+	Reserve   *Stat       `json:"reserve_us,omitempty"` // Sample.Reserve across runs
 	CPU       *CPUSummary `json:"cpu,omitempty"`
 }
 
@@ -254,7 +255,7 @@ func summarize(samples []Sample) []SummaryRow {
 	})
 	var out []SummaryRow
 	for _, k := range order {
-		var rate, p50, p99, mx, added, ratio []float64
+		var rate, p50, p99, mx, added, ratio, reserve []float64
 		var cpu []*PhaseCPU
 		row := SummaryRow{Op: k.op, Path: k.path, Clients: k.clients}
 		for _, s := range groups[k] {
@@ -263,12 +264,19 @@ func summarize(samples []Sample) []SummaryRow {
 			row.Requests += s.Requests
 			row.Errors += s.Errors
 			rate, p50, p99, mx = append(rate, s.PerSecond), append(p50, s.P50), append(p99, s.P99), append(mx, s.Max)
+			if s.Reserve > 0 {
+				reserve = append(reserve, s.Reserve)
+			}
 			if d, ok := direct[key{s.Op, fmt.Sprint(s.Run), s.Clients}]; ok && k.path != pathDirect && d.PerSecond > 0 {
 				added, ratio = append(added, s.P50-d.P50), append(ratio, s.PerSecond/d.PerSecond)
 			}
 		}
 		row.PerSecond, row.P50, row.P99, row.Max = statOf(rate), statOf(p50), statOf(p99), statOf(mx)
 		row.CPU = summarizeCPU(cpu)
+		if len(reserve) > 0 {
+			r := statOf(reserve)
+			row.Reserve = &r
+		}
 		if len(added) > 0 {
 			a, r := statOf(added), statOf(ratio)
 			row.AddedP50, row.Ratio = &a, &r
@@ -438,13 +446,16 @@ func (r *BenchReport) print(w io.Writer) {
 			last = s.Op
 			fmt.Fprintf(w, "\n%s\n", r.opTitle(s.Op))
 			tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "clients\tpath\treq/s\t×direct\tp50 µs\tadded p50 µs\tp99 µs\tmax µs\terrors"+cpuHead)
+			fmt.Fprintln(tw, "clients\tpath\treq/s\t×direct\tp50 µs\tadded p50 µs\treserve µs\tp99 µs\tmax µs\terrors"+cpuHead)
 		}
-		ratio, added := "", ""
+		ratio, added, reserve := "", "", ""
 		if s.Ratio != nil {
 			ratio, added = s.Ratio.String(), s.AddedP50.String()
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d", s.Clients, s.Path, s.PerSecond, ratio, s.P50, added, s.P99, s.Max, s.Errors)
+		if s.Reserve != nil {
+			reserve = s.Reserve.String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d", s.Clients, s.Path, s.PerSecond, ratio, s.P50, added, reserve, s.P99, s.Max, s.Errors)
 		printCPUCells(tw, cpuHead, s.CPU)
 	}
 	if tw != nil {

@@ -51,6 +51,7 @@ type benchJSON struct {
 		Offered  float64  `json:"offered_per_s"`
 		Seconds  float64  `json:"seconds"`
 		CPU      *cpuJSON `json:"cpu"`
+		Reserve  float64  `json:"reserve_us"`
 	} `json:"samples"`
 	Summary []struct {
 		Op       string `json:"op"`
@@ -216,6 +217,12 @@ func TestBenchHTTP(t *testing.T) {
 		if s.Errors != 0 || s.Requests == 0 || s.PerS <= 0 || s.P50 <= 0 || s.P99 < s.P50 || s.Max < s.P99 {
 			t.Fatalf("bad sample %+v", s)
 		}
+		// The store's share: every charge through keybrake reserves, before
+		// it is forwarded, so within its whole latency; nothing else does.
+		charge := s.Op != "get" && s.Path == "keybrake"
+		if charge != (s.Reserve > 0) || s.Reserve > s.Max {
+			t.Fatalf("sample %s on %s at %d clients: reserve %.0f µs, max latency %.0f µs", s.Op, s.Path, s.Clients, s.Reserve, s.Max)
+		}
 	}
 	if len(rep.Summary) != 3*2*3 {
 		t.Fatalf("%d summary rows", len(rep.Summary))
@@ -254,7 +261,7 @@ func TestBenchHTTP(t *testing.T) {
 		t.Fatalf("cap check %+v", c)
 	}
 	checkBenchCPU(t, rep, out)
-	for _, want := range []string{"capped charge, one hot key", "spread over 5 keys", "keybrake", "bare proxy", "×direct"} {
+	for _, want := range []string{"capped charge, one hot key", "spread over 5 keys", "keybrake", "bare proxy", "×direct", "reserve µs"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("table lacks %q:\n%s", want, out)
 		}
