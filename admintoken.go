@@ -66,10 +66,10 @@ type AdminStore interface {
 	// ChangeKey applies c to the key and appends c.Event in the same
 	// transaction: the change is never visible without its event, and an
 	// event that cannot be written leaves the key as it was. Each action
-	// behaves as SuspendKey, ResumeKey, RevokeKey, RotateKey or UpdateKey,
-	// with their errors (ENOTFOUND, ECONFLICT…), and appends the event
-	// even when the key was already in the asked state; EINVALID for
-	// another action.
+	// behaves as CreateKey (c.Create, whose ID must be id), SuspendKey,
+	// ResumeKey, RevokeKey, RotateKey or UpdateKey, with their errors
+	// (ENOTFOUND, ECONFLICT…), and appends the event even when the key was
+	// already in the asked state; EINVALID for another action.
 	ChangeKey(ctx context.Context, id string, c KeyChange) (*Key, error)
 	// FindAdminEvents returns a page of admin events and whether more follow.
 	FindAdminEvents(ctx context.Context, f AdminEventFilter) ([]*AdminEvent, bool, error)

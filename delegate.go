@@ -57,6 +57,10 @@ type MintArgs struct {
 	Child    *Key // complete but for ParentID, which MintChild sets; Child.Total is the escrow
 	EscrowID string
 	Now      time.Time
+	// Event, if not nil, is appended to the admin audit log in the mint's
+	// transaction (its ID set): a child is never live without the entry
+	// saying who minted it. A mint refused (OverCap or an error) writes none.
+	Event *AdminEvent
 }
 
 // MintResult is the store's decision on a child.

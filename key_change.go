@@ -5,6 +5,7 @@ import "time"
 // Key lifecycle actions, in KeyChange.Action; the admin audit log records
 // each as "key." + action.
 const (
+	ActionCreate  = "create"
 	ActionSuspend = "suspend"
 	ActionResume  = "resume"
 	ActionRevoke  = "revoke"
@@ -15,10 +16,11 @@ const (
 // KeyChange is one change of a key made by an operator or a watch, with
 // the admin audit event that records it. AdminStore.ChangeKey applies both
 // in one transaction, so no crash, failover or failed write can leave a
-// key suspended, resumed, revoked, rotated or its policy updated without
-// the entry saying who did it and why.
+// key created, suspended, resumed, revoked, rotated or its policy updated
+// without the entry saying who did it and why.
 type KeyChange struct {
-	Action string      // ActionSuspend, ActionResume, ActionRevoke, ActionRotate or ActionUpdate
+	Action string      // ActionCreate, ActionSuspend, ActionResume, ActionRevoke, ActionRotate or ActionUpdate
+	Create *Key        // for ActionCreate: the new key, as KeyService.CreateKey takes it
 	Reason string      // for ActionSuspend: Key.SuspendedReason
 	Rotate *RotateArgs // for ActionRotate: the new secret and grace (its Now is ignored: Now counts)
 	Update *KeyUpdate  // for ActionUpdate: the policy fields to change
@@ -28,10 +30,15 @@ type KeyChange struct {
 	Event *AdminEvent
 }
 
-// Validate returns EINVALID for an unknown action, a rotation without
-// RotateArgs or an update without KeyUpdate.
+// Validate returns EINVALID for an unknown action, a creation without its
+// Key, a rotation without RotateArgs or an update without KeyUpdate.
 func (c *KeyChange) Validate() error {
 	switch c.Action {
+	case ActionCreate:
+		if c.Create == nil {
+			return Errorf(EINVALID, "A creation needs the key to create.")
+		}
+		return nil
 	case ActionSuspend, ActionResume, ActionRevoke:
 		return nil
 	case ActionRotate:
@@ -45,5 +52,5 @@ func (c *KeyChange) Validate() error {
 		}
 		return nil
 	}
-	return Errorf(EINVALID, "Unknown key action %q: suspend, resume, revoke, rotate or update.", c.Action)
+	return Errorf(EINVALID, "Unknown key action %q: create, suspend, resume, revoke, rotate or update.", c.Action)
 }

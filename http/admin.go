@@ -119,11 +119,10 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	k.ID = randomID("vk_", 24)
 	k.SecretHash = HashSecret(secret)
 	k.SecretPrefix = secret[:len(keybrake.VaultKeyPrefix)+4]
-	if err := s.Store.CreateKey(r.Context(), k); err != nil {
+	if _, err := s.changeKeyAudited(r, k.ID, keyDetail(fields), keybrake.KeyChange{Action: keybrake.ActionCreate, Create: k, Now: now}); err != nil {
 		s.writeAdminError(w, r, err)
 		return
 	}
-	s.audited(r, "key.create", k.ID, keyDetail(fields))
 	b, err := s.budget(r.Context(), k, now)
 	if err != nil {
 		s.writeAdminError(w, r, err)

@@ -101,7 +101,16 @@ func (s *Server) mintChild(w http.ResponseWriter, r *http.Request, parent *keybr
 	k.ID = randomID("vk_", 24)
 	k.SecretHash = HashSecret(secret)
 	k.SecretPrefix = secret[:len(keybrake.VaultKeyPrefix)+4]
-	res, err := s.Store.MintChild(r.Context(), keybrake.MintArgs{ParentID: parent.ID, Child: k, Now: now})
+	escrowID := keybrake.NewReservationID(now)
+	detail := fmt.Sprintf("parent=%s escrow=%s", parent.ID, escrowID)
+	if k.Total != nil { // else the store refuses the child (CheckChild)
+		detail += fmt.Sprintf(" total_usd_cap=%s", *k.Total)
+	}
+	event := s.newAdminEvent(r, actor, "key.mint", k.ID, detail, "")
+	if _, ok := s.Store.(keybrake.AdminStore); !ok {
+		event = nil // a store without the admin audit log
+	}
+	res, err := s.Store.MintChild(r.Context(), keybrake.MintArgs{ParentID: parent.ID, Child: k, EscrowID: escrowID, Now: now, Event: event})
 	if err != nil {
 		s.writeAdminError(w, r, err)
 		return
@@ -112,9 +121,7 @@ func (s *Server) mintChild(w http.ResponseWriter, r *http.Request, parent *keybr
 			o.Requested, o.Window, o.Cap, parent.ID, o.Spent, o.Remaining()))
 		return
 	}
-	detail := fmt.Sprintf("parent=%s escrow=%s total_usd_cap=%s", parent.ID, res.Escrow.ID, *res.Child.Total)
 	s.logger().Info("key minted", "actor", actor, "parent", parent.ID, "child", res.Child.ID)
-	s.addAdminEvent(r, actor, "key.mint", res.Child.ID, detail, "")
 	s.audit.add(&keybrake.Event{KeyID: parent.ID, Time: now, Operation: keybrake.OpEscrow, Method: r.Method,
 		Path: r.URL.EscapedPath(), Amount: res.Escrow.Amount, Currency: "usd", Micros: res.Escrow.Micros,
 		Decision: keybrake.DecisionAllow, Reason: "minted child " + res.Child.ID + " by " + actor, ObjectID: res.Child.ID,

@@ -20,6 +20,8 @@ func (s *Server) changeKey(ctx context.Context, id string, c keybrake.KeyChange)
 		return nil, err
 	}
 	switch c.Action {
+	case keybrake.ActionCreate:
+		return c.Create, s.Store.CreateKey(ctx, c.Create)
 	case keybrake.ActionSuspend:
 		return s.Store.SuspendKey(ctx, id, c.Reason, c.Now)
 	case keybrake.ActionResume:

@@ -100,6 +100,11 @@ func (s *Store) MintChild(ctx context.Context, args keybrake.MintArgs) (keybrake
 			parent.ID, day, month, int64(esc.Micros)); err != nil {
 			return err
 		}
+		if args.Event != nil {
+			if err := addAdminEvent(ctx, tx, args.Event); err != nil {
+				return err
+			}
+		}
 		ch := child
 		res.Child, res.Escrow = &ch, esc
 		return nil

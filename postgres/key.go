@@ -25,6 +25,15 @@ const defaultKeyLimit = 10
 // secret hash, an unknown timezone or a negative cap, and ECONFLICT if the
 // ID or the secret hash is already taken.
 func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
+	return s.createKey(ctx, k.ID, k, nil)
+}
+
+// createKey is CreateKey appending e, when not nil, in the same
+// transaction; id must be k's.
+func (s *Store) createKey(ctx context.Context, id string, k *keybrake.Key, e *keybrake.AdminEvent) error {
+	if k.ID != id {
+		return keybrake.ErrorParam("id", "The key to create is %q, not %q.", k.ID, id)
+	}
 	if err := validateKey(k); err != nil {
 		return err
 	}
@@ -38,21 +47,27 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO keys (id, vendor, label, secret_hash, secret_prefix,
+	const insert = `INSERT INTO keys (id, vendor, label, secret_hash, secret_prefix,
 		per_request_cap, daily_cap, monthly_cap, total_cap,
 		allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 		timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
 		allow_secret_reads, guards, suspended_at, suspended_reason, parent_id, mint, approval, count_caps, scope)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)`,
-		k.ID, k.Vendor, k.Label, k.SecretHash, k.SecretPrefix,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)`
+	args := []any{k.ID, k.Vendor, k.Label, k.SecretHash, k.SecretPrefix,
 		k.PerRequest, k.Daily, k.Monthly, k.Total,
 		k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
 		k.Timezone, k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), tsPtr(k.RevokedAt), ts(k.CreatedAt), ts(k.UpdatedAt),
-		k.AllowSecretReads, encodeGuards(k.Guards), tsPtr(k.SuspendedAt), k.SuspendedReason, k.ParentID, k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps), encodeScope(k))
-	if err != nil {
+		k.AllowSecretReads, encodeGuards(k.Guards), tsPtr(k.SuspendedAt), k.SuspendedReason, k.ParentID, k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps), encodeScope(k)}
+	if e == nil {
+		_, err = s.pool.Exec(ctx, insert, args...)
 		return s.wrap("create key "+k.ID, err)
 	}
-	return nil
+	return s.wrap("create key "+k.ID, s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, insert, args...); err != nil {
+			return err
+		}
+		return addAdminEvent(ctx, tx, e)
+	}))
 }
 
 // FindKeyByID returns the key. Returns ENOTFOUND if it does not exist.

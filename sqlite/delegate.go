@@ -77,6 +77,11 @@ func (s *Store) MintChild(ctx context.Context, args keybrake.MintArgs) (keybrake
 			}
 			return wrap(err, "escrow for key %s", child.ID)
 		}
+		if args.Event != nil {
+			if err := addAdminEventIn(ctx, tx, args.Event); err != nil {
+				return err
+			}
+		}
 		c := child
 		res.Child, res.Escrow = &c, esc
 		return nil

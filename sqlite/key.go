@@ -31,6 +31,15 @@ const (
 // secret hash is taken, EINVALID for a missing ID or hash or an unknown
 // timezone.
 func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
+	return s.createKey(ctx, k.ID, k, nil)
+}
+
+// createKey is CreateKey appending e, when not nil, in the same
+// transaction; id must be k's.
+func (s *Store) createKey(ctx context.Context, id string, k *keybrake.Key, e *keybrake.AdminEvent) error {
+	if k.ID != id {
+		return keybrake.ErrorParam("id", "The key to create is %q, not %q.", k.ID, id)
+	}
 	if err := validateKey(k); err != nil {
 		return err
 	}
@@ -56,6 +65,11 @@ func (s *Store) CreateKey(ctx context.Context, k *keybrake.Key) error {
 			return keybrake.Errorf(keybrake.ECONFLICT, "A key with this ID or secret already exists.")
 		}
 		return wrap(err, "create key %s", k.ID)
+	}
+	if e != nil {
+		if err := addAdminEventIn(ctx, tx, e); err != nil {
+			return err
+		}
 	}
 	return wrap(tx.Commit(), "create key %s", k.ID)
 }

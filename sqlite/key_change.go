@@ -13,6 +13,11 @@ func (s *Store) ChangeKey(ctx context.Context, id string, c keybrake.KeyChange) 
 		return nil, err
 	}
 	switch c.Action {
+	case keybrake.ActionCreate:
+		if err := s.createKey(ctx, id, c.Create, c.Event); err != nil {
+			return nil, err
+		}
+		return c.Create, nil
 	case keybrake.ActionSuspend:
 		return s.suspendKey(ctx, id, c.Reason, c.Now, c.Event)
 	case keybrake.ActionResume:

@@ -70,6 +70,47 @@ func testDelegation(t *testing.T, open opener) {
 		}
 		MustMint(t, s, p.ID, NewChild("vk_c", p, USD(20), day), T0) // lands exactly on the cap
 	})
+	// The mint's admin event commits with it: written when the child is,
+	// and not at all when the mint is refused or the event is.
+	t.Run("Audited", func(t *testing.T) {
+		s := open(t)
+		as, ok := s.(keybrake.AdminStore)
+		if !ok {
+			t.Fatal("the store does not implement keybrake.AdminStore")
+		}
+		p := newParent(t, s, 100)
+		event := func(child, action string) *keybrake.AdminEvent {
+			return &keybrake.AdminEvent{Time: T0, Actor: "vault_key:" + p.ID, Action: action, Target: child, Detail: "parent=" + p.ID, Client: "127.0.0.1"}
+		}
+		e := event("vk_a", "key.mint")
+		res, err := s.MintChild(ctx, keybrake.MintArgs{ParentID: p.ID, Child: NewChild("vk_a", p, USD(60), day), Now: T0, Event: e})
+		if err != nil || res.OverCap != nil {
+			t.Fatalf("mint: %+v, %v", res, err)
+		}
+		if got := mustAdminEvents(t, as); len(got) != 1 || e.ID == 0 || got[0].ID != e.ID || got[0].Target != "vk_a" || got[0].Action != "key.mint" {
+			t.Fatalf("admin events after a mint: %+v", got)
+		}
+		// Over the parent's cap: no child, no event.
+		res, err = s.MintChild(ctx, keybrake.MintArgs{ParentID: p.ID, Child: NewChild("vk_b", p, USD(41), day), Now: T0, Event: event("vk_b", "key.mint")})
+		if err != nil || res.OverCap == nil {
+			t.Fatalf("mint past the cap: %+v, %v", res, err)
+		}
+		// The event refused (no action): no child, no escrow.
+		if _, err := s.MintChild(ctx, keybrake.MintArgs{ParentID: p.ID, Child: NewChild("vk_c", p, USD(10), day), Now: T0, Event: event("vk_c", "")}); err == nil {
+			t.Fatal("a mint whose admin event the store refuses succeeded")
+		}
+		for _, id := range []string{"vk_b", "vk_c"} {
+			if _, err := s.FindKeyByID(ctx, id); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
+				t.Fatalf("refused child %s: %v, want ENOTFOUND", id, err)
+			}
+		}
+		if sp := MustSpend(t, s, p.ID, T0, time.UTC); sp.Held != USD(60) {
+			t.Fatalf("parent's escrows after the refused mints: %+v", sp)
+		}
+		if got := mustAdminEvents(t, as); len(got) != 1 {
+			t.Fatalf("admin events after refused mints: %+v", got)
+		}
+	})
 	t.Run("ErrWider", func(t *testing.T) {
 		s := open(t)
 		p := newParent(t, s, 100)

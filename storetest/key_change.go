@@ -121,6 +121,44 @@ func testKeyChange(t *testing.T, open opener) {
 		}
 	})
 
+	// A key is created with its admin event, or neither is written.
+	t.Run("Create", func(t *testing.T) {
+		s, as := mustAS(t)
+		k := NewKey("vk_new")
+		e := event("key.create", "daily_usd_cap=25")
+		got, err := as.ChangeKey(ctx, "vk_new", keybrake.KeyChange{Action: keybrake.ActionCreate, Create: k, Now: T0, Event: e})
+		if err != nil || got == nil || got.ID != "vk_new" {
+			t.Fatalf("ChangeKey(create) = %+v, %v", got, err)
+		}
+		if stored := mustFindKey(t, s, "vk_new"); stored.SecretHash != k.SecretHash {
+			t.Fatalf("stored %+v", stored)
+		}
+		events := mustAdminEvents(t, as)
+		if len(events) != 1 || e.ID == 0 || events[0].ID != e.ID || events[0].Action != "key.create" || events[0].Detail != "daily_usd_cap=25" {
+			t.Fatalf("admin events: %+v", events)
+		}
+		// The same ID again: refused, and no second event.
+		if _, err := as.ChangeKey(ctx, "vk_new", keybrake.KeyChange{Action: keybrake.ActionCreate, Create: NewKey("vk_new"), Now: T0, Event: event("key.create", "again")}); keybrake.ErrorCode(err) != keybrake.ECONFLICT {
+			t.Fatalf("second create of vk_new: %v, want ECONFLICT", err)
+		}
+		if events := mustAdminEvents(t, as); len(events) != 1 {
+			t.Fatalf("admin events after a refused create: %+v", events)
+		}
+	})
+
+	t.Run("ErrCreateEventRefusedCreatesNothing", func(t *testing.T) {
+		s, as := mustAS(t)
+		if _, err := as.ChangeKey(ctx, "vk_new", keybrake.KeyChange{Action: keybrake.ActionCreate, Create: NewKey("vk_new"), Now: T0, Event: event("", "refused")}); err == nil {
+			t.Fatal("create with an event the store refuses succeeded")
+		}
+		if _, err := s.FindKeyByID(ctx, "vk_new"); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
+			t.Fatalf("the key of a refused create: %v, want ENOTFOUND", err)
+		}
+		if got := mustAdminEvents(t, as); len(got) != 0 {
+			t.Fatalf("admin events: %+v", got)
+		}
+	})
+
 	t.Run("AlreadySuspendedKeepsReason", func(t *testing.T) {
 		s, as := mustAS(t)
 		setup(t, s, keybrake.ActionResume) // suspended "earlier" at T0
@@ -172,8 +210,10 @@ func testKeyChange(t *testing.T, open opener) {
 		MustCreateKey(t, s, NewKey("vk_a"))
 		for _, c := range []keybrake.KeyChange{
 			{Action: "delete", Now: T0, Event: event("key.delete", "")},
-			{Action: keybrake.ActionRotate, Now: T0, Event: event("key.rotate", "")}, // no RotateArgs
-			{Action: keybrake.ActionUpdate, Now: T0, Event: event("key.update", "")}, // no KeyUpdate
+			{Action: keybrake.ActionCreate, Now: T0, Event: event("key.create", "")},                             // no Key
+			{Action: keybrake.ActionCreate, Create: NewKey("vk_other"), Now: T0, Event: event("key.create", "")}, // not vk_a
+			{Action: keybrake.ActionRotate, Now: T0, Event: event("key.rotate", "")},                             // no RotateArgs
+			{Action: keybrake.ActionUpdate, Now: T0, Event: event("key.update", "")},                             // no KeyUpdate
 		} {
 			if _, err := as.ChangeKey(ctx, "vk_a", c); keybrake.ErrorCode(err) != keybrake.EINVALID {
 				t.Fatalf("ChangeKey(%+v): %v, want EINVALID", c, err)
