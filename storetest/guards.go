@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -309,6 +310,7 @@ func testGuards(t *testing.T, open opener) {
 		if k.SuspendedAt == nil || k.Usable(T0) == nil || keybrake.ErrorCode(k.Usable(T0)) != keybrake.EFORBIDDEN {
 			t.Fatalf("key not suspended: %+v", k)
 		}
+		checkBreakerEvent(t, s, "key_a", keybrake.BreakerRepeat)
 		if _, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewCharge("key_a", "other", "cus_9", USD(1)), Now: T0}); keybrake.ErrorCode(err) != keybrake.EFORBIDDEN {
 			t.Fatalf("Reserve on a suspended key: %v", err)
 		}
@@ -340,6 +342,7 @@ func testGuards(t *testing.T, open opener) {
 		if g := res.Guard; g == nil || g.Rule != keybrake.BreakerSpendRate || !g.Suspended {
 			t.Fatalf("over 10x: %+v", res.Guard)
 		}
+		checkBreakerEvent(t, s, "key_a", keybrake.BreakerSpendRate)
 	})
 
 	t.Run("BreakerRefusalBurst", func(t *testing.T) {
@@ -358,6 +361,7 @@ func testGuards(t *testing.T, open opener) {
 		if k := mustFindKey(t, s, "key_a"); k.SuspendedAt == nil || k.SuspendedReason == "" {
 			t.Fatalf("key not suspended: %+v", k)
 		}
+		checkBreakerEvent(t, s, "key_a", keybrake.BreakerRefusals)
 		if _, err := s.CountRefusal(ctx, keybrake.RefusalArgs{KeyID: "key_nope", Now: T0}); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
 			t.Fatalf("unknown key: %v", err)
 		}
@@ -504,5 +508,24 @@ func run200(t *testing.T, fn func(i int) error) {
 	close(errs)
 	for err := range errs {
 		t.Errorf("%v", err)
+	}
+}
+
+// checkBreakerEvent fails unless the admin audit log of s holds exactly one
+// entry, the breaker's suspension of keyID by rule, written with it.
+func checkBreakerEvent(t *testing.T, s keybrake.Store, keyID, rule string) {
+	t.Helper()
+	as, ok := s.(keybrake.AdminStore)
+	if !ok {
+		return
+	}
+	got := mustAdminEvents(t, as)
+	if len(got) != 1 || got[0].Actor != "breaker" || got[0].Action != "key.suspend" || got[0].Target != keyID ||
+		!strings.HasPrefix(got[0].Detail, "breaker "+rule+":") {
+		t.Fatalf("admin events after the breaker tripped %s on %s: %+v", rule, keyID, got)
+	}
+	k := mustFindKey(t, s, keyID)
+	if !got[0].Time.Equal(*k.SuspendedAt) || got[0].Detail != k.SuspendedReason {
+		t.Fatalf("breaker's entry %+v, key suspended at %v for %q", got[0], k.SuspendedAt, k.SuspendedReason)
 	}
 }
