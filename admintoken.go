@@ -49,18 +49,20 @@ type AdminEventFilter struct {
 // AdminStore keeps admin tokens and the admin audit log. Both stores
 // implement it.
 type AdminStore interface {
-	// CreateAdminToken stores t. Returns ECONFLICT if the name or hash is
+	// CreateAdminToken stores t and appends e (when not nil, its ID set)
+	// in the same transaction. Returns ECONFLICT if the name or hash is
 	// taken (by a revoked token too: names are never reused), EINVALID for
-	// an empty name or hash or an unknown role.
-	CreateAdminToken(ctx context.Context, t *AdminToken) error
+	// an empty name or hash or an unknown role; then e is not written.
+	CreateAdminToken(ctx context.Context, t *AdminToken, e *AdminEvent) error
 	// FindAdminTokenByHash returns the token hashing to hash, revoked or
 	// not. Returns ENOTFOUND if there is none.
 	FindAdminTokenByHash(ctx context.Context, hash string) (*AdminToken, error)
 	// FindAdminTokens returns every stored token, oldest first.
 	FindAdminTokens(ctx context.Context) ([]*AdminToken, error)
-	// RevokeAdminToken marks the named token revoked at now; revoking twice
-	// keeps the first time. Returns ENOTFOUND for an unknown name.
-	RevokeAdminToken(ctx context.Context, name string, now time.Time) (*AdminToken, error)
+	// RevokeAdminToken marks the named token revoked at now and appends e
+	// (when not nil) in the same transaction; revoking twice keeps the
+	// first time. Returns ENOTFOUND for an unknown name.
+	RevokeAdminToken(ctx context.Context, name string, now time.Time, e *AdminEvent) (*AdminToken, error)
 	// AddAdminEvent appends e, setting its ID.
 	AddAdminEvent(ctx context.Context, e *AdminEvent) error
 	// ChangeKey applies c to the key and appends c.Event in the same

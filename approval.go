@@ -149,6 +149,11 @@ type DecideArgs struct {
 	Approve bool
 	By      string
 	Now     time.Time
+	// Event, if not nil, gives the admin audit event of the decision from
+	// the approval as decided; the store appends it in the decision's
+	// transaction, so no approval is decided without the entry saying who
+	// did it.
+	Event func(*Approval) *AdminEvent
 }
 
 // ApprovalService keeps approvals. See Approval for the state machine.

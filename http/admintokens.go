@@ -116,11 +116,11 @@ func (s *Server) handleCreateAdminToken(w http.ResponseWriter, r *http.Request) 
 		Name: name, Role: role, TokenHash: HashSecret(token), Prefix: tokenPrefix(token), Source: "store",
 		CreatedBy: adminIdentity(r.Context()).Name, CreatedAt: s.Now().UTC().Truncate(time.Microsecond),
 	}
-	if err := as.CreateAdminToken(r.Context(), t); err != nil {
+	if err := as.CreateAdminToken(r.Context(), t, s.newAdminEvent(r, adminName(r), "token.create", name, "role "+role, "")); err != nil {
 		s.writeAdminError(w, r, err)
 		return
 	}
-	s.audited(r, "token.create", name, "role "+role)
+	s.logAdminAction(r, "token.create", name)
 	writeJSON(w, http.StatusCreated, adminTokenView{AdminToken: t, Object: "admin_token", Token: token})
 }
 
@@ -134,12 +134,12 @@ func (s *Server) handleRevokeAdminToken(w http.ResponseWriter, r *http.Request, 
 		s.writeAdminError(w, r, err)
 		return
 	}
-	t, err := as.RevokeAdminToken(r.Context(), name, s.Now().UTC().Truncate(time.Microsecond))
+	t, err := as.RevokeAdminToken(r.Context(), name, s.Now().UTC().Truncate(time.Microsecond), s.newAdminEvent(r, adminName(r), "token.revoke", name, "", ""))
 	if err != nil {
 		s.writeAdminError(w, r, err)
 		return
 	}
-	s.audited(r, "token.revoke", name, "")
+	s.logAdminAction(r, "token.revoke", name)
 	writeJSON(w, http.StatusOK, adminTokenView{AdminToken: t, Object: "admin_token"})
 }
 

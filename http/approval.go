@@ -160,15 +160,21 @@ func (s *Server) DecideApproval(r *http.Request, id string, approve bool, by str
 		return nil, errors.New("approval decided without an approver")
 	}
 	now := s.Now().UTC().Truncate(time.Microsecond)
-	a, err := s.Store.DecideApproval(r.Context(), keybrake.DecideArgs{ID: id, Approve: approve, By: by, Now: now})
-	if err != nil {
-		return nil, err
-	}
 	action := "approval.deny"
 	if approve {
 		action = "approval.approve"
 	}
-	s.audited(r, action, a.ID, fmt.Sprintf("key=%s operation=%s usd=%s idempotency_key=%s", a.KeyID, a.Operation, a.Micros, a.IdempotencyKey))
+	args := keybrake.DecideArgs{ID: id, Approve: approve, By: by, Now: now}
+	if _, ok := s.Store.(keybrake.AdminStore); ok {
+		args.Event = func(a *keybrake.Approval) *keybrake.AdminEvent {
+			return s.newAdminEvent(r, adminName(r), action, a.ID, fmt.Sprintf("key=%s operation=%s usd=%s idempotency_key=%s", a.KeyID, a.Operation, a.Micros, a.IdempotencyKey), "")
+		}
+	}
+	a, err := s.Store.DecideApproval(r.Context(), args)
+	if err != nil {
+		return nil, err
+	}
+	s.logAdminAction(r, action, a.ID)
 	s.audit.add(&keybrake.Event{KeyID: a.KeyID, Time: now, Operation: a.Operation, Method: a.Method, Path: a.Path,
 		Amount: a.Amount, Currency: a.Currency, Micros: a.Micros, Decision: keybrake.DecisionApproval,
 		Reason: fmt.Sprintf("%s %s by %s; nothing forwarded until the client retries", strings.TrimPrefix(action, "approval."), a.ID, by), IdempotencyKey: a.IdempotencyKey})

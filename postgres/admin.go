@@ -15,7 +15,7 @@ const adminTokenColumns = `name, role, token_hash, prefix, created_by, created_a
 
 // CreateAdminToken stores t. Returns ECONFLICT if the name or hash is
 // taken, EINVALID for an empty name or hash or an unknown role.
-func (s *Store) CreateAdminToken(ctx context.Context, t *keybrake.AdminToken) error {
+func (s *Store) CreateAdminToken(ctx context.Context, t *keybrake.AdminToken, e *keybrake.AdminEvent) error {
 	switch {
 	case t.Name == "":
 		return keybrake.ErrorParam("name", "An admin token needs a name.")
@@ -25,8 +25,13 @@ func (s *Store) CreateAdminToken(ctx context.Context, t *keybrake.AdminToken) er
 		return keybrake.ErrorParam("role", "Unknown role %q.", t.Role)
 	}
 	t.Source = "store"
-	_, err := s.pool.Exec(ctx, `INSERT INTO admin_tokens (`+adminTokenColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		t.Name, t.Role, t.TokenHash, t.Prefix, t.CreatedBy, t.CreatedAt, t.RevokedAt)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO admin_tokens (`+adminTokenColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			t.Name, t.Role, t.TokenHash, t.Prefix, t.CreatedBy, t.CreatedAt, t.RevokedAt); err != nil || e == nil {
+			return err
+		}
+		return addAdminEvent(ctx, tx, e)
+	})
 	if err != nil && pgCode(err) == "23505" {
 		return keybrake.ErrorParam("name", "An admin token named %q exists or existed; names are not reused.", t.Name)
 	}
@@ -63,9 +68,16 @@ func (s *Store) FindAdminTokens(ctx context.Context) ([]*keybrake.AdminToken, er
 
 // RevokeAdminToken marks the token revoked at now, keeping an earlier
 // revocation. Returns ENOTFOUND for an unknown name.
-func (s *Store) RevokeAdminToken(ctx context.Context, name string, now time.Time) (*keybrake.AdminToken, error) {
-	t, err := scanAdminToken(s.pool.QueryRow(ctx, `UPDATE admin_tokens SET revoked_at = COALESCE(revoked_at, $2)
-		WHERE name = $1 RETURNING `+adminTokenColumns, name, now))
+func (s *Store) RevokeAdminToken(ctx context.Context, name string, now time.Time, e *keybrake.AdminEvent) (*keybrake.AdminToken, error) {
+	var t *keybrake.AdminToken
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		t, err = scanAdminToken(tx.QueryRow(ctx, `UPDATE admin_tokens SET revoked_at = COALESCE(revoked_at, $2)
+			WHERE name = $1 RETURNING `+adminTokenColumns, name, now))
+		if err != nil || e == nil {
+			return err
+		}
+		return addAdminEvent(ctx, tx, e)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, keybrake.Errorf(keybrake.ENOTFOUND, "No admin token named %q.", name)
 	}

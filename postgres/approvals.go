@@ -113,6 +113,11 @@ func (s *Store) DecideApproval(ctx context.Context, args keybrake.DecideArgs) (*
 			return err
 		}
 		a.State, a.DecidedBy, a.DecidedAt, a.UpdatedAt = state, args.By, &now, now
+		if args.Event != nil {
+			if err := addAdminEvent(ctx, tx, args.Event(a)); err != nil {
+				return err
+			}
+		}
 		out = a
 		return nil
 	})

@@ -16,7 +16,7 @@ const adminTokenColumns = `name, role, token_hash, prefix, created_by, created_a
 
 // CreateAdminToken stores t. Returns ECONFLICT if the name or hash is
 // taken, EINVALID for an empty name or hash or an unknown role.
-func (s *Store) CreateAdminToken(ctx context.Context, t *keybrake.AdminToken) error {
+func (s *Store) CreateAdminToken(ctx context.Context, t *keybrake.AdminToken, e *keybrake.AdminEvent) error {
 	if err := validateAdminToken(t); err != nil {
 		return err
 	}
@@ -32,6 +32,11 @@ func (s *Store) CreateAdminToken(ctx context.Context, t *keybrake.AdminToken) er
 			return keybrake.ErrorParam("name", "An admin token named %q exists or existed; names are not reused.", t.Name)
 		}
 		return wrap(err, "create admin token %s", t.Name)
+	}
+	if e != nil {
+		if err := addAdminEventIn(ctx, tx, e); err != nil {
+			return err
+		}
 	}
 	return wrap(tx.Commit(), "create admin token %s", t.Name)
 }
@@ -78,7 +83,7 @@ func (s *Store) FindAdminTokens(ctx context.Context) ([]*keybrake.AdminToken, er
 
 // RevokeAdminToken marks the token revoked at now, keeping an earlier
 // revocation. Returns ENOTFOUND for an unknown name.
-func (s *Store) RevokeAdminToken(ctx context.Context, name string, now time.Time) (*keybrake.AdminToken, error) {
+func (s *Store) RevokeAdminToken(ctx context.Context, name string, now time.Time, e *keybrake.AdminEvent) (*keybrake.AdminToken, error) {
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return nil, err
@@ -92,6 +97,11 @@ func (s *Store) RevokeAdminToken(ctx context.Context, name string, now time.Time
 		return nil, keybrake.Errorf(keybrake.ENOTFOUND, "No admin token named %q.", name)
 	} else if err != nil {
 		return nil, wrap(err, "revoke admin token %s", name)
+	}
+	if e != nil {
+		if err := addAdminEventIn(ctx, tx, e); err != nil {
+			return nil, err
+		}
 	}
 	return t, wrap(tx.Commit(), "revoke admin token %s", name)
 }

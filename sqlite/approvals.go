@@ -112,6 +112,11 @@ func (s *Store) DecideApproval(ctx context.Context, args keybrake.DecideArgs) (*
 			return wrap(err, "decide approval %s", a.ID)
 		}
 		a.State, a.DecidedBy, a.DecidedAt, a.UpdatedAt = state, args.By, &now, now
+		if args.Event != nil {
+			if err := addAdminEventIn(ctx, tx, args.Event(a)); err != nil {
+				return err
+			}
+		}
 		out = a
 		return nil
 	})

@@ -23,7 +23,7 @@ func testAdmin(t *testing.T, open func(*testing.T) keybrake.Store) {
 	t.Run("TokenLifecycle", func(t *testing.T) {
 		as := mustAdmin(t)
 		tok := &keybrake.AdminToken{Name: "alice", Role: keybrake.RoleViewer, TokenHash: hash("kbadm_alice"), Prefix: "kbadm_alic", CreatedBy: "env", CreatedAt: T0}
-		if err := as.CreateAdminToken(ctx, tok); err != nil {
+		if err := as.CreateAdminToken(ctx, tok, nil); err != nil {
 			t.Fatal(err)
 		}
 		got, err := as.FindAdminTokenByHash(ctx, hash("kbadm_alice"))
@@ -35,24 +35,24 @@ func testAdmin(t *testing.T, open func(*testing.T) keybrake.Store) {
 		}
 		dup := *tok
 		dup.TokenHash = hash("other")
-		if err := as.CreateAdminToken(ctx, &dup); keybrake.ErrorCode(err) != keybrake.EINVALID && keybrake.ErrorCode(err) != keybrake.ECONFLICT {
+		if err := as.CreateAdminToken(ctx, &dup, nil); keybrake.ErrorCode(err) != keybrake.EINVALID && keybrake.ErrorCode(err) != keybrake.ECONFLICT {
 			t.Fatalf("duplicate name: %v", err)
 		}
 		at := T0.Add(time.Hour)
-		r, err := as.RevokeAdminToken(ctx, "alice", at)
+		r, err := as.RevokeAdminToken(ctx, "alice", at, nil)
 		if err != nil || r.RevokedAt == nil || !r.RevokedAt.Equal(at) {
 			t.Fatalf("RevokeAdminToken = %+v, %v", r, err)
 		}
-		r, err = as.RevokeAdminToken(ctx, "alice", at.Add(time.Hour))
+		r, err = as.RevokeAdminToken(ctx, "alice", at.Add(time.Hour), nil)
 		if err != nil || !r.RevokedAt.Equal(at) {
 			t.Fatalf("second revoke moved the time: %+v, %v", r, err)
 		}
-		if _, err := as.RevokeAdminToken(ctx, "bob", at); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
+		if _, err := as.RevokeAdminToken(ctx, "bob", at, nil); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
 			t.Fatalf("revoke unknown: %v", err)
 		}
 		// A revoked name is never reused.
 		again := &keybrake.AdminToken{Name: "alice", Role: keybrake.RoleAdmin, TokenHash: hash("kbadm_alice2"), CreatedAt: T0}
-		if err := as.CreateAdminToken(ctx, again); err == nil {
+		if err := as.CreateAdminToken(ctx, again, nil); err == nil {
 			t.Fatal("a revoked token's name was reused")
 		}
 		all, err := as.FindAdminTokens(ctx)
@@ -60,9 +60,45 @@ func testAdmin(t *testing.T, open func(*testing.T) keybrake.Store) {
 			t.Fatalf("FindAdminTokens = %v, %v", all, err)
 		}
 	})
+	// A token's creation and revocation commit with their admin events, or
+	// not at all.
+	t.Run("TokensAudited", func(t *testing.T) {
+		as := mustAdmin(t)
+		event := func(action, target string) *keybrake.AdminEvent {
+			return &keybrake.AdminEvent{Time: T0, Actor: "env", Action: action, Target: target, Client: "127.0.0.1"}
+		}
+		newToken := func(name string) *keybrake.AdminToken {
+			return &keybrake.AdminToken{Name: name, Role: keybrake.RoleAdmin, TokenHash: hash("kbadm_" + name), CreatedAt: T0}
+		}
+		created := event("token.create", "alice")
+		if err := as.CreateAdminToken(ctx, newToken("alice"), created); err != nil || created.ID == 0 {
+			t.Fatalf("CreateAdminToken: %v (event ID %d)", err, created.ID)
+		}
+		// Refused events: nothing of the change is written.
+		if err := as.CreateAdminToken(ctx, newToken("bob"), event("", "bob")); err == nil {
+			t.Fatal("a token whose admin event the store refuses was created")
+		}
+		if _, err := as.FindAdminTokenByHash(ctx, hash("kbadm_bob")); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
+			t.Fatalf("the refused token: %v, want ENOTFOUND", err)
+		}
+		if _, err := as.RevokeAdminToken(ctx, "alice", T0.Add(time.Hour), event("", "alice")); err == nil {
+			t.Fatal("a revocation whose admin event the store refuses succeeded")
+		}
+		if got, _ := as.FindAdminTokenByHash(ctx, hash("kbadm_alice")); got == nil || got.RevokedAt != nil {
+			t.Fatalf("alice after the refused revocation: %+v", got)
+		}
+		revoked := event("token.revoke", "alice")
+		if r, err := as.RevokeAdminToken(ctx, "alice", T0.Add(time.Hour), revoked); err != nil || r.RevokedAt == nil || revoked.ID == 0 {
+			t.Fatalf("RevokeAdminToken = %+v, %v (event ID %d)", r, err, revoked.ID)
+		}
+		got := mustAdminEvents(t, as)
+		if len(got) != 2 || got[0].Action != "token.revoke" || got[1].Action != "token.create" {
+			t.Fatalf("admin events: %+v", got)
+		}
+	})
 	t.Run("ErrInvalidRole", func(t *testing.T) {
 		as := mustAdmin(t)
-		if err := as.CreateAdminToken(ctx, &keybrake.AdminToken{Name: "x", Role: "root", TokenHash: hash("x"), CreatedAt: T0}); keybrake.ErrorCode(err) != keybrake.EINVALID {
+		if err := as.CreateAdminToken(ctx, &keybrake.AdminToken{Name: "x", Role: "root", TokenHash: hash("x"), CreatedAt: T0}, nil); keybrake.ErrorCode(err) != keybrake.EINVALID {
 			t.Fatalf("role root: %v, want EINVALID", err)
 		}
 	})

@@ -299,6 +299,38 @@ func testApprovals(t *testing.T, open opener) {
 			t.Fatalf("after use: %+v, %v", got, err)
 		}
 	})
+	// A decision commits with its admin event, built from the approval as
+	// decided, or not at all.
+	t.Run("Audited", func(t *testing.T) {
+		s := open(t)
+		as, ok := s.(keybrake.AdminStore)
+		if !ok {
+			t.Fatal("the store does not implement keybrake.AdminStore")
+		}
+		MustCreateKey(t, s, NewKey("vk_a"))
+		if _, _, err := s.RequestApproval(ctx, newApproval("apr_1", "i1")); err != nil {
+			t.Fatal(err)
+		}
+		event := func(action string) func(*keybrake.Approval) *keybrake.AdminEvent {
+			return func(a *keybrake.Approval) *keybrake.AdminEvent {
+				return &keybrake.AdminEvent{Time: T0, Actor: "alice", Action: action, Target: a.ID, Detail: a.State + " " + a.KeyID, Client: "127.0.0.1"}
+			}
+		}
+		// The event refused: the approval stays pending.
+		if _, err := s.DecideApproval(ctx, keybrake.DecideArgs{ID: "apr_1", Approve: true, By: "alice", Now: T0, Event: event("")}); err == nil {
+			t.Fatal("a decision whose admin event the store refuses succeeded")
+		}
+		if a, err := s.FindApprovalByKey(ctx, "vk_a", "i1"); err != nil || a.State != keybrake.ApprovalPending {
+			t.Fatalf("after the refused decision: %+v, %v", a, err)
+		}
+		if _, err := s.DecideApproval(ctx, keybrake.DecideArgs{ID: "apr_1", Approve: true, By: "alice", Now: T0, Event: event("approval.approve")}); err != nil {
+			t.Fatal(err)
+		}
+		got := mustAdminEvents(t, as)
+		if len(got) != 1 || got[0].Action != "approval.approve" || got[0].Target != "apr_1" || got[0].Detail != keybrake.ApprovalApproved+" vk_a" {
+			t.Fatalf("admin events: %+v", got)
+		}
+	})
 	t.Run("ErrExpired", func(t *testing.T) {
 		s := open(t)
 		MustCreateKey(t, s, NewKey("vk_a"))
