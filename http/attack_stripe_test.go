@@ -1,9 +1,16 @@
 package http_test
 
 import (
+	"bytes"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
+
+	khttp "github.com/keybrake/keybrake/http"
 )
 
 // A key limited to connected account acct_1 (allowed_accounts), allowed
@@ -81,4 +88,120 @@ func TestAttackSecret_WebhookEndpoint(t *testing.T) {
 			t.Fatalf("a key with allow_unpriced refused: %v", v)
 		}
 	})
+}
+
+// A capped key without allow_unpriced cannot create a checkout session in
+// payment or subscription mode, nor finalize an invoice. But it could read
+// them: the url and client_secret of an open checkout session, and the
+// hosted_invoice_url (and invoice_pdf, which links to it) of an open
+// invoice, made outside keybrake or by another key, came back as Stripe
+// sent them, and paying them at the amounts somebody else chose moved
+// money that no cap of the key counted. They are now nulled, wherever the
+// answer carries them (retrieve, list, an event), for keys without
+// allow_unpriced; a key that may create them keeps them, and so do setup
+// sessions and sessions or invoices nobody can pay any more.
+func TestAttackSecret_ForeignCheckoutAndInvoicePages(t *testing.T) {
+	up := &payables{}
+	e := MustOpen(t, up.option(t))
+	_, capped := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+	_, unpriced := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],"allow_unpriced":true}`)
+	get := func(secret, path string) (map[string]any, []byte) {
+		t.Helper()
+		resp, body := e.Do(t, "GET", path, "", map[string]string{"Authorization": "Bearer " + secret})
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+		return mustJSON(t, body), body
+	}
+	leaks := []string{"checkout.stripe.com/c/pay/cs_test_open", "cs_test_embedded_secret_2",
+		"invoice.stripe.com/i/open", "pay.stripe.com/invoice/open", "invoice.stripe.com/i/uncollectible"}
+	for _, path := range []string{"/v1/checkout/sessions/cs_test_open", "/v1/checkout/sessions/cs_test_embedded", "/v1/checkout/sessions",
+		"/v1/invoices/in_open", "/v1/invoices/in_uncollectible", "/v1/events/evt_1"} {
+		_, body := get(capped, path)
+		for _, leak := range leaks {
+			if bytes.Contains(body, []byte(leak)) {
+				t.Errorf("GET %s passed %s to a key that may not make it payable", path, leak)
+			}
+		}
+	}
+	v, _ := get(capped, "/v1/checkout/sessions/cs_test_open")
+	if v["url"] != nil || v["client_secret"] != nil || v["amount_total"] == nil {
+		t.Fatalf("open session: %v", v)
+	}
+	for path, field := range map[string]string{"/v1/checkout/sessions/cs_test_complete": "url", "/v1/checkout/sessions/cs_test_setup": "url",
+		"/v1/invoices/in_paid": "hosted_invoice_url"} {
+		if v, _ := get(capped, path); v[field] == nil {
+			t.Errorf("GET %s lost %s, which pays nothing: %v", path, field, v)
+		}
+	}
+	// A key that may create sessions and finalize invoices keeps theirs.
+	for path, field := range map[string]string{"/v1/checkout/sessions/cs_test_open": "url", "/v1/invoices/in_open": "hosted_invoice_url"} {
+		if v, _ := get(unpriced, path); v[field] == nil {
+			t.Errorf("GET %s by a key with allow_unpriced lost %s: %v", path, field, v)
+		}
+	}
+	resp, body := e.Do(t, "POST", "/v1/checkout/sessions", "mode=payment&line_items[0][price]=price_1&line_items[0][quantity]=1",
+		map[string]string{"Authorization": "Bearer " + unpriced, "Content-Type": "application/x-www-form-urlencoded"})
+	if v := mustJSON(t, body); resp.StatusCode != 200 || v["url"] == nil {
+		t.Fatalf("a session's creator lost its url: %d %v", resp.StatusCode, v)
+	}
+}
+
+// payables stands in front of the simulator as keybrake's upstream and
+// answers, in Stripe's shapes, the checkout sessions, invoices and events
+// the simulator lacks. Everything else goes to the simulator.
+type payables struct{ sim *url.URL }
+
+func (p *payables) option(tb testing.TB) Option {
+	return func(s *khttp.Server) {
+		p.sim = s.Upstream
+		srv := httptest.NewServer(p)
+		tb.Cleanup(srv.Close)
+		s.Upstream = mustURL(tb, srv.URL)
+	}
+}
+
+func checkoutSession(id, mode, status string, embedded bool) map[string]any {
+	cs := map[string]any{"object": "checkout.session", "id": id, "mode": mode, "status": status, "amount_total": 90000, "currency": "usd",
+		"client_secret": nil, "url": "https://checkout.stripe.com/c/pay/" + id + "#fid"}
+	if embedded {
+		cs["client_secret"], cs["url"] = id+"_secret_2", nil
+	}
+	return cs
+}
+
+func invoice(id, status string) map[string]any {
+	name := strings.TrimPrefix(id, "in_")
+	return map[string]any{"object": "invoice", "id": id, "status": status, "amount_due": 90000, "currency": "usd",
+		"hosted_invoice_url": "https://invoice.stripe.com/i/" + name, "invoice_pdf": "https://pay.stripe.com/invoice/" + name + "/pdf"}
+}
+
+func (p *payables) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sessions := map[string]map[string]any{
+		"cs_test_open":     checkoutSession("cs_test_open", "payment", "open", false),
+		"cs_test_embedded": checkoutSession("cs_test_embedded", "subscription", "open", true),
+		"cs_test_complete": checkoutSession("cs_test_complete", "payment", "complete", false),
+		"cs_test_setup":    checkoutSession("cs_test_setup", "setup", "open", false),
+	}
+	invoices := map[string]map[string]any{"in_open": invoice("in_open", "open"), "in_uncollectible": invoice("in_uncollectible", "uncollectible"), "in_paid": invoice("in_paid", "paid")}
+	path := r.URL.Path
+	switch {
+	case r.Method == "POST" && path == "/v1/checkout/sessions":
+		writeJSON(w, checkoutSession("cs_test_new", "payment", "open", false))
+	case r.Method == "GET" && path == "/v1/checkout/sessions":
+		data := []any{}
+		for _, id := range []string{"cs_test_open", "cs_test_embedded", "cs_test_complete", "cs_test_setup"} {
+			data = append(data, sessions[id])
+		}
+		writeJSON(w, map[string]any{"object": "list", "data": data, "has_more": false, "url": path})
+	case r.Method == "GET" && strings.HasPrefix(path, "/v1/checkout/sessions/"):
+		writeJSON(w, sessions[strings.TrimPrefix(path, "/v1/checkout/sessions/")])
+	case r.Method == "GET" && strings.HasPrefix(path, "/v1/invoices/"):
+		writeJSON(w, invoices[strings.TrimPrefix(path, "/v1/invoices/")])
+	case r.Method == "GET" && path == "/v1/events/evt_1":
+		writeJSON(w, map[string]any{"object": "event", "id": "evt_1", "type": "invoice.finalized",
+			"data": map[string]any{"object": invoices["in_open"], "previous_attributes": map[string]any{"session": sessions["cs_test_embedded"]}}})
+	default:
+		httputil.NewSingleHostReverseProxy(p.sim).ServeHTTP(w, r)
+	}
 }
