@@ -205,3 +205,29 @@ func (p *payables) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httputil.NewSingleHostReverseProxy(p.sim).ServeHTTP(w, r)
 	}
 }
+
+// invoices.send was free ("emails an invoice that is already open"), but
+// Stripe finalizes a draft before sending it. A key capped at $10 without
+// allow_unpriced made a free draft (auto_advance=false, send_invoice) that
+// took the customer's $900 of pending items and sent it: the invoice
+// opened, payable on its hosted page, with nothing reserved, and the
+// customer's payment moved $900 past the cap. invoices.send is now
+// unpriced, like invoices.finalize.
+func TestAttackInvoices_SendFinalizesDraft(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
+		_, cus := directPost(t, e, "/v1/customers", "email=payer@example.com")
+		directPost(t, e, "/v1/invoiceitems", "customer="+id(cus)+"&amount=90000&currency=usd")
+		inv := a.must(t, 200, "POST", "/v1/invoices", "customer="+id(cus)+"&auto_advance=false&collection_method=send_invoice&days_until_due=7&pending_invoice_items_behavior=include")
+		if inv["status"] != "draft" || fmt.Sprint(inv["amount_due"]) != "90000" {
+			t.Fatalf("draft: %v", inv)
+		}
+		status, v := a.call(t, "POST", "/v1/invoices/"+id(inv)+"/send", "")
+		// The customer pays whatever is payable on the hosted page.
+		directPost(t, e, "/v1/invoices/"+id(inv)+"/pay", "payment_method=pm_card_visa")
+		a.wantMoneyComplete(t, 1000)
+		if status != 403 {
+			t.Fatalf("send: %d %v", status, v)
+		}
+	})
+}

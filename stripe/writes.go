@@ -94,7 +94,7 @@ var writeRules = concat(
 		unpriced("invoices.lines.update", "changes what the invoice collects"),
 		unpriced("invoices.remove_lines", "a removed credit line raises what the invoice collects"),
 		unpriced("invoices.finalize", "makes the invoice payable and, with auto_advance, collects it"),
-		free("invoices.send", "emails an invoice that is already open and payable"),
+		unpriced("invoices.send", "Stripe finalizes a draft before sending it: the customer pays it on the hosted page, as after invoices.finalize"),
 		unpriced("invoices.pay", "charges the customer"),
 		free("invoices.attach_payment", "links a payment that is itself priced, or made outside Stripe"),
 		free("invoices.void", "stops collection"),
