@@ -231,3 +231,37 @@ func TestAttackInvoices_SendFinalizesDraft(t *testing.T) {
 		}
 	})
 }
+
+// A field rule saw only the request's parameters. A key whose rule allows
+// payments and refunds of at most $50 ("!has(amount) || amount <= 5000":
+// the amount when one is sent) refunded a $900 charge in full by sending no
+// amount, and confirmed a $900 intent made outside keybrake, priced by
+// looking it up: $1,800 moved under a $50 rule, within the key's $2,000
+// cap. A priced operation's rules are now also checked against the amount
+// and currency keybrake priced, bound to amount and currency.
+func TestAttackRules_PricedAmountWithoutParam(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":2000,"allowed_endpoints":["*"],"guards":{"rules":[{"name":"small","expr":"!has(amount) || amount <= 5000"}]}}`)
+		_, big := directPost(t, e, "/v1/charges", "amount=90000&currency=usd&source=tok_visa")
+		_, pi := directPost(t, e, "/v1/payment_intents", "amount=90000&currency=usd&payment_method=pm_card_visa")
+		for _, c := range []struct{ path, body string }{
+			{"/v1/refunds", "charge=" + id(big)},
+			{"/v1/charges/" + id(big) + "/refunds", ""},
+			{"/v1/payment_intents/" + id(pi) + "/confirm", ""},
+		} {
+			status, v := a.call(t, "POST", c.path, c.body)
+			if status != 403 || !strings.Contains(fmt.Sprint(v), `"small"`) {
+				t.Errorf("POST %s %q: %d %v, want the rule's 403", c.path, c.body, status, v)
+			}
+		}
+		if got := e.Spend(t, a.keyID).Total; got != 0 {
+			t.Fatalf("spend %s after refused requests", got)
+		}
+		// Within the rule, the same operations pass.
+		ch := a.must(t, 200, "POST", "/v1/charges", "amount=4000&currency=usd&source=tok_visa")
+		a.must(t, 200, "POST", "/v1/refunds", "charge="+id(ch))
+		own := a.must(t, 200, "POST", "/v1/payment_intents", "amount=3000&currency=usd&payment_method=pm_card_visa")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(own)+"/confirm", "")
+		a.must(t, 403, "POST", "/v1/payment_intents/"+id(own), "amount=6000")
+	})
+}
