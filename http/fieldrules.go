@@ -176,9 +176,11 @@ func (v *stripeVendor) checkRules(k *keybrake.Key, sr *stripeRequest, account st
 func (v *stripeVendor) checkPricedRules(k *keybrake.Key, sr *stripeRequest, account string, pr stripe.Price) error {
 	return v.evalRules(k, sr, func() map[string]any {
 		vars := ruleVars(sr.op.Name, account, sr.form)
-		request := make(map[string]any, len(sr.form.Tree)+1)
-		for name, val := range sr.form.Tree {
-			request[name] = val
+		request := map[string]any{}
+		if sr.form != nil {
+			for name, val := range sr.form.Tree {
+				request[name] = val
+			}
 		}
 		request["amount"], request["currency"] = strconv.FormatInt(pr.Amount, 10), pr.Currency
 		vars["request"], vars["amount"], vars["currency"] = request, pr.Amount, pr.Currency
