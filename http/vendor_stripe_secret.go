@@ -220,7 +220,7 @@ func (p *proxy) scrubSecrets(resp *http.Response, c *call, body []byte) []byte {
 	out, changed, ok := sc.ScrubSecrets(resp.Request.Context(), c.key, body)
 	switch {
 	case !ok:
-		rec := renderError(c.v, resp.Request, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake could not read %s's answer to remove the client secrets of payment intents this key does not hold, so it does not pass it on.", c.vendorTitle()))
+		rec := renderError(c.v, resp.Request, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake could not read %s's answer to remove the client secrets and payment pages this key may not receive, so it does not pass it on.", c.vendorTitle()))
 		for name, vals := range rec.header {
 			resp.Header[name] = vals
 		}
