@@ -36,6 +36,10 @@ import (
 // parameter: !has(transfer_data) is has(request.transfer_data) negated.
 // Reading an absent variable is an error, and an error refuses the request
 // (fail closed): write has(amount) && amount <= 5000 for an optional one.
+//
+// A priced operation's rules are evaluated twice: in decide on its
+// parameters, and once priced (checkPricedRules) with amount and currency
+// bound to what keybrake priced, which a parameter need not carry.
 const (
 	ruleCostLimit      = 10_000 // CEL cost units per evaluation; a rule on a Stripe request costs tens
 	ruleRecursionLimit = 32
@@ -160,7 +164,35 @@ func rulesOf(g *keybrake.Guards) ([]compiledRule, error) {
 // checkRules evaluates the key's field rules on the request and returns
 // EFORBIDDEN naming the first that is false or cannot be evaluated.
 func (v *stripeVendor) checkRules(k *keybrake.Key, sr *stripeRequest, account string) error {
-	op, form, class := sr.op, sr.form, sr.class
+	return v.evalRules(k, sr, func() map[string]any { return ruleVars(sr.op.Name, account, sr.form) }, "this request")
+}
+
+// checkPricedRules evaluates the key's field rules on a priced request
+// again, with amount and currency bound to what keybrake priced (pr): the
+// money of a full refund sent without amount, of a capture sent as
+// amount_to_capture, or of an intent confirmed by lookup is in no amount
+// parameter, and "!has(amount) || amount <= 5000" would let it through.
+// has(amount) is true here.
+func (v *stripeVendor) checkPricedRules(k *keybrake.Key, sr *stripeRequest, account string, pr stripe.Price) error {
+	return v.evalRules(k, sr, func() map[string]any {
+		vars := ruleVars(sr.op.Name, account, sr.form)
+		request := map[string]any{}
+		if sr.form != nil {
+			for name, val := range sr.form.Tree {
+				request[name] = val
+			}
+		}
+		request["amount"], request["currency"] = strconv.FormatInt(pr.Amount, 10), pr.Currency
+		vars["request"], vars["amount"], vars["currency"] = request, pr.Amount, pr.Currency
+		return vars
+	}, "the amount keybrake priced, "+formatMinor(pr.Amount, pr.Currency)+" (amount "+strconv.FormatInt(pr.Amount, 10)+")")
+}
+
+// evalRules evaluates every rule of k that applies to sr on the variables
+// vars returns (built only when a rule applies); what names them in a
+// refusal.
+func (v *stripeVendor) evalRules(k *keybrake.Key, sr *stripeRequest, vars func() map[string]any, what string) error {
+	op, class := sr.op, sr.class
 	g := k.Guards
 	if g == nil || len(g.Rules) == 0 {
 		return nil
@@ -171,21 +203,24 @@ func (v *stripeVendor) checkRules(k *keybrake.Key, sr *stripeRequest, account st
 		// compiles (an older keybrake) refuses, never passes.
 		return keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake refused %s: the key's field rules do not compile (%s).", op.Name, keybrake.ErrorMessage(err))
 	}
-	vars := ruleVars(op.Name, account, form)
+	var bound map[string]any
 	for _, r := range rs {
 		if !appliesTo(r.rule.Operations, op.Name, class) {
 			continue
 		}
-		out, _, err := r.prg.Eval(vars)
+		if bound == nil {
+			bound = vars()
+		}
+		out, _, err := r.prg.Eval(bound)
 		if err == nil {
 			if ok, isBool := out.Value().(bool); isBool && ok {
 				continue
 			}
 			v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
-			return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) is false for this request. Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr)}
+			return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) is false for %s. Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what)}
 		}
 		v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
-		return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) could not be evaluated on this request (%s), so it refuses (fail closed). Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, err)}
+		return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) could not be evaluated on %s (%s), so it refuses (fail closed). Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what, err)}
 	}
 	return nil
 }

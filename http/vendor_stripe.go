@@ -175,11 +175,14 @@ func (v *stripeVendor) Target(ctx context.Context, k *keybrake.Key, req *VendorR
 	if err := checkCurrency(k, target.Currency); err != nil {
 		return VendorCost{}, err
 	}
+	if err := v.checkPricedRules(k, sr, req.Account, target); err != nil {
+		return VendorCost{}, err
+	}
 	return VendorCost{Micros: target.Micros, Amount: target.Amount, Currency: target.Currency}, nil
 }
 
-// price prices with price, applies the key's currency allowlist and tags
-// the body. A key with nothing to count against only tracks spend: an
+// price prices with price, applies the key's currency allowlist and its
+// field rules to the priced amount, and tags the body. A key with nothing to count against only tracks spend: an
 // amount in a currency with no rate is forwarded untracked (tracksOnly).
 func (v *stripeVendor) price(k *keybrake.Key, req *VendorRequest, price func() (stripe.Price, error)) (VendorCost, error) {
 	sr := req.Parsed.(*stripeRequest)
@@ -200,6 +203,9 @@ func (v *stripeVendor) price(k *keybrake.Key, req *VendorRequest, price func() (
 		return VendorCost{}, err
 	}
 	if err := checkCurrency(k, pr.Currency); err != nil {
+		return VendorCost{}, err
+	}
+	if err := v.checkPricedRules(k, sr, req.Account, pr); err != nil { // fieldrules.go
 		return VendorCost{}, err
 	}
 	return VendorCost{Micros: pr.Micros, Amount: pr.Amount, Currency: pr.Currency, Forward: withMetadata(sr, req)}, nil

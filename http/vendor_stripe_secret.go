@@ -36,25 +36,48 @@ var _ secretScrubber = (*stripeVendor)(nil)
 // canceled, processing and requires_capture, so a status Stripe adds later
 // is redacted. If the holds cannot be read, every such secret is removed.
 //
-// Only an answer holding "_secret" (or a \u escape, which could spell it)
-// is parsed: reads pay a byte scan. An answer that cannot be parsed is
-// passed as it is, unless it holds a payment intent's secret (pi_…_secret_…):
-// then ok is false.
+// For a key without allow_unpriced it also nulls what pays a checkout
+// session or an invoice (scrubPayables): such a key cannot make either
+// payable, so every one it reads was made payable by somebody else, and
+// paying it moves money no cap of the key counts.
+//
+// Only an answer that may hold one of these (mayCarrySecret) is parsed:
+// reads pay a byte scan. An answer that cannot be parsed is passed as it
+// is, unless it holds a payment intent's secret (pi_…_secret_…) or, for a
+// key without allow_unpriced, a checkout session's or invoice's payment
+// page: then ok is false.
 func (v *stripeVendor) ScrubSecrets(ctx context.Context, key *keybrake.Key, body []byte) ([]byte, bool, bool) {
-	if !bytes.Contains(body, []byte("_secret")) && !bytes.Contains(body, []byte(`\u`)) {
+	if !mayCarrySecret(body) {
 		return body, false, true
 	}
 	var doc any
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
 	if err := d.Decode(&doc); err != nil || d.More() {
-		return body, false, !carriesIntentSecret(body)
+		return body, false, !carriesIntentSecret(body) && (key.AllowUnpriced || !carriesPayable(body))
 	}
+	changed := !key.AllowUnpriced && scrubPayables(doc)
 	var found []map[string]any
 	collectIntentSecrets(doc, &found)
-	if len(found) == 0 {
+	if len(found) > 0 {
+		changed = v.scrubIntents(ctx, key, found) || changed
+	}
+	if !changed {
 		return body, false, true
 	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return body, false, false
+	}
+	return out.Bytes(), true, true
+}
+
+// scrubIntents nulls the client_secret of every intent in found that key
+// does not hold, and reports whether it nulled any.
+func (v *stripeVendor) scrubIntents(ctx context.Context, key *keybrake.Key, found []map[string]any) bool {
 	ids := make([]string, 0, len(found))
 	for _, m := range found {
 		ids = append(ids, intentID(m))
@@ -71,17 +94,77 @@ func (v *stripeVendor) ScrubSecrets(ctx context.Context, key *keybrake.Key, body
 			changed = true
 		}
 	}
-	if !changed {
-		return body, false, true
+	return changed
+}
+
+// mayCarrySecret reports whether body may hold something ScrubSecrets
+// removes: a client secret, a checkout session, an invoice's payment page,
+// or a \u escape, which could spell any of them.
+func mayCarrySecret(body []byte) bool {
+	for _, s := range [][]byte{[]byte("_secret"), []byte(`\u`), []byte("checkout.session"), []byte("hosted_invoice_url")} {
+		if bytes.Contains(body, s) {
+			return true
+		}
 	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return body, false, false
+	return false
+}
+
+// payableFields are the fields that pay an object at amounts its creator
+// chose, by object: the embedded checkout's client secret and the hosted
+// checkout page of a session; an invoice's hosted page and its PDF, which
+// links to that page.
+var payableFields = map[string][]string{
+	"checkout.session": {"client_secret", "url"},
+	"invoice":          {"hosted_invoice_url", "invoice_pdf"},
+}
+
+// unpayable are the statuses, by object, in which nobody can pay it any
+// more (or yet: a draft invoice has no page). Every other status, a new
+// one Stripe adds included, is payable: an uncollectible invoice still
+// takes a payment.
+var unpayable = map[string]map[string]bool{
+	"checkout.session": {"complete": true, "expired": true},
+	"invoice":          {"draft": true, "paid": true, "void": true},
+}
+
+// scrubPayables nulls the payableFields of every checkout session and
+// invoice under v that can still be paid, and reports whether it nulled
+// any. A checkout session in setup mode saves a card and charges nothing;
+// it keeps them.
+func scrubPayables(v any) bool {
+	changed := false
+	switch v := v.(type) {
+	case map[string]any:
+		object, _ := v["object"].(string)
+		status, _ := v["status"].(string)
+		if fields, ok := payableFields[object]; ok && !unpayable[object][status] && v["mode"] != "setup" {
+			for _, f := range fields {
+				if s, _ := v[f].(string); s != "" {
+					v[f] = nil
+					changed = true
+				}
+			}
+		}
+		for _, e := range v {
+			changed = scrubPayables(e) || changed
+		}
+	case []any:
+		for _, e := range v {
+			changed = scrubPayables(e) || changed
+		}
 	}
-	return out.Bytes(), true, true
+	return changed
+}
+
+// carriesPayable reports whether body, which could not be parsed, may hold
+// a checkout session's or an invoice's payment page or secret.
+func carriesPayable(body []byte) bool {
+	for _, s := range [][]byte{[]byte("cs_test_"), []byte("cs_live_"), []byte("checkout.stripe.com"), []byte("hosted_invoice_url"), []byte("invoice.stripe.com"), []byte("pay.stripe.com")} {
+		if bytes.Contains(body, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // collectIntentSecrets appends to found every object under v that is a
@@ -137,7 +220,7 @@ func (p *proxy) scrubSecrets(resp *http.Response, c *call, body []byte) []byte {
 	out, changed, ok := sc.ScrubSecrets(resp.Request.Context(), c.key, body)
 	switch {
 	case !ok:
-		rec := renderError(c.v, resp.Request, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake could not read %s's answer to remove the client secrets of payment intents this key does not hold, so it does not pass it on.", c.vendorTitle()))
+		rec := renderError(c.v, resp.Request, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake could not read %s's answer to remove the client secrets and payment pages this key may not receive, so it does not pass it on.", c.vendorTitle()))
 		for name, vals := range rec.header {
 			resp.Header[name] = vals
 		}

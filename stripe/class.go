@@ -263,4 +263,10 @@ func shippingRateUpdateFree(f *Form) bool { return only(f, "active", "expand", "
 
 func financialAccountUpdateFree(f *Form) bool { return only(f, "expand", "metadata", "nickname") }
 
+// webhookDisabled requires disabled=true when disabled is sent: an
+// enabled endpoint delivers events, and the secrets in them, outside keybrake.
+func webhookDisabled(f *Form) bool {
+	return only(f, "description", "disabled", "expand", "metadata") && oneOf(f, "disabled", "true")
+}
+
 func noForwarding(f *Form) bool { return !f.Has("forwarding_settings") }

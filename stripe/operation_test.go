@@ -264,6 +264,19 @@ func TestScopeOf(t *testing.T) {
 			t.Fatalf("accounts=%v", s.Accounts)
 		}
 	})
+	t.Run("NestedAccounts", func(t *testing.T) {
+		s := stripe.ScopeOf(MustParseOperation(t, "POST", "/v1/checkout/sessions"),
+			MustParseForm(t, "payment_intent_data[transfer_data][destination]=acct_1&subscription_data[on_behalf_of]=acct_2&line_items[0][destination]=x"))
+		if strings.Join(s.Accounts, ",") != "acct_1,acct_2" {
+			t.Fatalf("accounts=%v", s.Accounts)
+		}
+	})
+	t.Run("PayoutDestination", func(t *testing.T) {
+		s := stripe.ScopeOf(MustParseOperation(t, "POST", "/v1/payouts"), MustParseForm(t, "amount=1&currency=usd&destination=ba_1"))
+		if s.Accounts != nil {
+			t.Fatalf("a payout's bank account read as a connected account: %v", s.Accounts)
+		}
+	})
 	t.Run("NilForm", func(t *testing.T) {
 		s := stripe.ScopeOf(MustParseOperation(t, "GET", "/v1/customers/cus_1"), nil)
 		if len(s.Customers) != 1 || s.Currencies != nil || s.Accounts != nil {

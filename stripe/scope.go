@@ -10,8 +10,13 @@ type Scope struct {
 	// Currencies are the lower-cased values of every currency param, at any
 	// depth (currency, price_data[currency], line_items[0][price_data][currency]).
 	Currencies []string
-	// Accounts are the connected accounts money may be sent to: destination,
-	// destination[account], transfer_data[destination] and on_behalf_of.
+	// Accounts are the connected accounts money may be sent to, or that
+	// the request acts as: destination (but a payout's, which is a bank
+	// account or card of the paying account), destination[account],
+	// transfer_data[destination] and on_behalf_of at any depth
+	// (payment_intent_data[transfer_data][destination],
+	// phases[0][on_behalf_of], ...), and the account of an account session
+	// or account link.
 	Accounts []string
 }
 
@@ -44,12 +49,32 @@ func ScopeOf(op Operation, form *Form) Scope {
 		if path[len(path)-1] == "currency" {
 			s.Currencies = appendNew(s.Currencies, strings.ToLower(p.Value))
 		}
-		switch p.Key {
-		case "destination", "destination[account]", "transfer_data[destination]", "on_behalf_of":
+		if namesAccount(op, path) {
 			s.Accounts = appendNew(s.Accounts, p.Value)
 		}
 	}
 	return s
+}
+
+// namesAccount reports whether the parameter at path names a connected
+// account. The same parameters nest under payment_intent_data,
+// subscription_data, phases[] and default_settings, where they route the
+// money of what those create.
+func namesAccount(op Operation, path []string) bool {
+	last := path[len(path)-1]
+	switch {
+	case last == "on_behalf_of":
+		return true
+	case last == "destination" && len(path) > 1:
+		return path[len(path)-2] == "transfer_data"
+	case last == "destination":
+		return op.Resource != "payouts" // a payout's is a bank account or card
+	case len(path) == 2 && path[0] == "destination" && last == "account":
+		return true
+	case len(path) == 1 && last == "account":
+		return op.Name == "account_sessions.create" || op.Name == "account_links.create"
+	}
+	return false
 }
 
 func appendNew(list []string, v string) []string {

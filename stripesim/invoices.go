@@ -605,6 +605,27 @@ func (s *Server) defaultPaymentMethod(in *Invoice) string {
 	return cus.DefaultSource
 }
 
+// sendInvoice serves POST /v1/invoices/{id}/send: as on Stripe, which
+// finalizes a draft before sending it, a draft is finalized first, and the
+// customer can then pay it on the hosted page. Only send_invoice invoices
+// are sent.
+func sendInvoice(s *Server, c *call) (any, *apiError) {
+	if aerr := noParams(c.form); aerr != nil {
+		return nil, aerr
+	}
+	in, aerr := s.invoice(c)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if in.CollectionMethod != "send_invoice" {
+		return nil, invalid("", "", "You can only manually send an invoice if its collection method is 'send_invoice'.")
+	}
+	if in.Status == invDraft {
+		s.finalizeLocked(in, c.now)
+	}
+	return in, nil
+}
+
 // voidInvoice serves POST /v1/invoices/{id}/void.
 func voidInvoice(s *Server, c *call) (any, *apiError) {
 	if aerr := noParams(c.form); aerr != nil {

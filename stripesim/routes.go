@@ -119,6 +119,7 @@ func invoiceRoute(method string, parts []string) (handler, bool) {
 		"POST invoices/{id}/add_lines": addInvoiceLines,
 		"POST invoices/{id}/finalize":  finalizeInvoice,
 		"POST invoices/{id}/pay":       payInvoice,
+		"POST invoices/{id}/send":      sendInvoice,
 		"POST invoices/{id}/void":      voidInvoice,
 	}[key]
 	return h, ok && len(parts) <= 3
