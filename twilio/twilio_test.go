@@ -262,8 +262,11 @@ func TestPrice(t *testing.T) {
 		{"SMSTwoSegments", twilio.Pricer{Rates: rates}, msg, "To=%2B14155550100&From=%2B1&Body=" + long, 15800, 2, 0, false, ""},
 		{"SMSUnicode", twilio.Pricer{Rates: rates}, msg, "To=%2B14155550100&MessagingServiceSid=MG0123456789abcdef0123456789abcdef&Body=" + strings.Repeat("%D0%B6", 71), 15800, 2, 0, false, ""},
 		{"SMSJamaicaNotUS", twilio.Pricer{Rates: rates}, msg, "To=%2B18765550100&From=%2B1&Body=hi", 120000, 1, 0, false, ""},
-		{"MMS", twilio.Pricer{Rates: rates}, msg, "To=%2B14155550100&From=%2B1&MediaUrl=https%3A%2F%2Fx&Body=" + long, 20000, 0, 0, false, ""},
-		{"SendAsMms", twilio.Pricer{Rates: rates}, msg, "To=%2B14155550100&From=%2B1&SendAsMms=true&Body=x", 20000, 0, 0, false, ""},
+		{"MMS", twilio.Pricer{Rates: rates}, msg, "To=%2B14155550100&From=%2B1&MediaUrl=https%3A%2F%2Fx&Body=" + long, 20000, 2, 0, false, ""},
+		{"SendAsMms", twilio.Pricer{Rates: rates}, msg, "To=%2B14155550100&From=%2B1&SendAsMms=true&Body=x", 20000, 1, 0, false, ""},
+		// MMS Converter: 1000 UCS-2 characters and a link are 16 SMS segments.
+		{"MMSConvertedLongBody", twilio.Pricer{Rates: rates}, msg, "To=%2B14155550100&From=%2B1&MediaUrl=x&Body=" + strings.Repeat("%D0%B6", 1000), 16 * 7900, 16, 0, false, ""},
+		{"ErrSendAsMmsSpelling", twilio.Pricer{Rates: rates}, msg, "To=%2B14155550100&From=%2B1&SendAsMms=True&Body=x", 0, 0, 0, false, keybrake.EINVALID},
 		{"ErrMMSNoRate", twilio.Pricer{Rates: rates}, msg, "To=%2B447700900123&From=%2B1&MediaUrl=x", 0, 0, 0, false, keybrake.EFORBIDDEN},
 		{"ErrUnknownCountry", twilio.Pricer{Rates: rates}, msg, "To=%2B33612345678&From=%2B1&Body=x", 0, 0, 0, false, keybrake.EFORBIDDEN},
 		{"AnyCountryAllowed", twilio.Pricer{Rates: withAny}, msg, "To=%2B33612345678&From=%2B1&Body=x", 250000, 1, 0, false, ""},
