@@ -3,10 +3,12 @@ package http_test
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	resendgo "github.com/resend/resend-go/v3"
 	"github.com/twilio/twilio-go/client"
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
@@ -60,4 +62,30 @@ func TestAttackTwilio_SendAsMmsSpelling(t *testing.T) {
 // key.
 func basicAuth(user, secret string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+twilio.AlnumVaultKey(secret)))
+}
+
+// TestAttackResend_RecipientsPastEmailCap: Resend counts every to, cc and
+// bcc recipient as one email against the account's quota, which its plans
+// bill; the email count cap counted one per email, so a key capped at 3
+// emails a day sent 50 recipients' worth in one request.
+func TestAttackResend_RecipientsPastEmailCap(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_email_cap":3}`)
+	rs := e.ResendClient(t, secret)
+	var to []string
+	for i := range 50 {
+		to = append(to, fmt.Sprintf("r%d@example.com", i))
+	}
+	_, err := rs.Emails.Send(&resendgo.SendEmailRequest{From: "billing@example.com", To: to[:30], Cc: to[30:40], Bcc: to[40:], Subject: "s", Text: "t"})
+	var rl *resendgo.RateLimitError
+	if err != nil && !errors.As(err, &rl) {
+		t.Fatal(err)
+	}
+	// What fits still goes: three recipients in one email.
+	if _, err := rs.Emails.Send(&resendgo.SendEmailRequest{From: "billing@example.com", To: to[:3], Subject: "s", Text: "t"}); err != nil {
+		t.Fatalf("three recipients under a cap of 3: %v", err)
+	}
+	if b := e.Resend.Billed(); b.Recipients > 3 {
+		t.Fatalf("Resend counted %d emails (%d recipients) against its quota past a daily cap of 3", b.Recipients, b.Recipients)
+	}
 }

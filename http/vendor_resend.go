@@ -128,14 +128,15 @@ func (v *resendVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorR
 }
 
 // Price prices every email of a send or a batch; a batch is reserved
-// whole.
+// whole. The email count caps count recipients: Resend counts every to,
+// cc and bcc address as one email against the quota its plans bill.
 func (v *resendVendor) Price(ctx context.Context, k *keybrake.Key, req *VendorRequest) (VendorCost, error) {
 	rr := req.Parsed.(*resendRequest)
 	cost, err := v.cfg.Pricer.Price(rr.emails)
 	if err != nil {
 		return VendorCost{}, err
 	}
-	return VendorCost{Micros: cost.Micros, CountKind: keybrake.CountEmails, Count: int64(cost.Emails),
+	return VendorCost{Micros: cost.Micros, CountKind: keybrake.CountEmails, Count: int64(cost.Recipients),
 		Detail: fmt.Sprintf("%d emails, %d recipients", cost.Emails, cost.Recipients)}, nil
 }
 
