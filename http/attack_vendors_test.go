@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -104,5 +105,40 @@ func TestAttackTwilio_CallFallbackUrl(t *testing.T) {
 	twilioErr(t, err, 403, twilio.CodeForbidden)
 	if n := len(e.Twilio.GroundTruth().Calls); n != 0 {
 		t.Fatalf("twiliosim placed %d calls", n)
+	}
+}
+
+// TestAttackDelegate_ParentNarrowedToScopeOrCounts: a child of a Twilio key
+// is minted while the parent has no scope and no count caps; an admin then
+// narrows the parent (only +1415 numbers, one message a day). The child
+// kept sending anywhere, and without limit on messages: checkAncestors
+// compared caps, lists and guards, not scopes or count caps.
+func TestAttackDelegate_ParentNarrowedToScopeOrCounts(t *testing.T) {
+	for name, narrow := range map[string]string{
+		"Scope":     `{"twilio_scope":{"allowed_number_prefixes":["+1415"]}}`,
+		"CountCaps": `{"daily_message_cap":1}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := MustOpenVendors(t)
+			parentID, _ := e.CreateKey(t, `{"vendor":"twilio","total_usd_cap":"10"}`)
+			resp, out := e.Admin(t, "POST", "/vault/keys/"+parentID+"/children", `{"total_usd_cap":"1"}`)
+			var child struct {
+				VaultKey string `json:"vault_key"`
+			}
+			if json.Unmarshal(out, &child); resp.StatusCode != 201 || child.VaultKey == "" {
+				t.Fatalf("mint: %d %s", resp.StatusCode, out)
+			}
+			if resp, out := e.Admin(t, "PATCH", "/vault/keys/"+parentID, narrow); resp.StatusCode != 200 {
+				t.Fatalf("narrow the parent: %d %s", resp.StatusCode, out)
+			}
+			tw := e.TwilioClient(t, child.VaultKey)
+			for i := range 2 {
+				_, err := tw.Api.CreateMessage(sms(fmt.Sprintf("+1408555%04d", i)))
+				twilioErr(t, err, 403, twilio.CodeForbidden)
+			}
+			if n := len(e.Twilio.GroundTruth().Messages); n != 0 {
+				t.Fatalf("the child sent %d messages past its narrowed parent", n)
+			}
+		})
 	}
 }
