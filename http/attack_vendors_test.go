@@ -142,3 +142,35 @@ func TestAttackDelegate_ParentNarrowedToScopeOrCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackResend_AmbiguousAddress: net/mail reads RFC 5322's comments,
+// groups, quoted local parts and display names holding commas, @ and <…>
+// as one address; a parser that splits on commas or takes the first <…>
+// (Resend's is not known to keybrake) reads another address, or several,
+// outside the key's recipient domains and count. keybrake now takes only
+// the two plain forms Resend documents.
+func TestAttackResend_AmbiguousAddress(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1","resend_scope":{"allowed_recipient_domains":["example.com"]}}`)
+	for _, to := range []string{
+		`"x@evil.example, y" <a@example.com>`,
+		`"<x@evil.example>" <a@example.com>`,
+		`a@example.com (x@evil.example)`,
+		`"x@evil.example"@example.com`,
+		`G: a@example.com;`,
+	} {
+		b, _ := json.Marshal(map[string]any{"from": "billing@example.com", "to": to, "subject": "s", "text": "t"})
+		resp, body := e.Do(t, "POST", "/resend/emails", string(b), map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"})
+		if resp.StatusCode != 422 {
+			t.Errorf("to %s: %d %s", to, resp.StatusCode, body)
+		}
+	}
+	// The plain forms still go.
+	b := `{"from":"Acme Billing <billing@example.com>","to":["a@example.com","Ann Lee <b@example.com>"],"subject":"s","text":"t"}`
+	if resp, body := e.Do(t, "POST", "/resend/emails", b, map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"}); resp.StatusCode != 200 {
+		t.Fatalf("plain addresses: %d %s", resp.StatusCode, body)
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 1 {
+		t.Fatalf("resendsim sent %d emails, want 1", n)
+	}
+}
