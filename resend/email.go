@@ -2,8 +2,8 @@ package resend
 
 import (
 	"bytes"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/mail"
 	"strings"
