@@ -174,3 +174,38 @@ func TestAttackResend_AmbiguousAddress(t *testing.T) {
 		t.Fatalf("resendsim sent %d emails, want 1", n)
 	}
 }
+
+// TestAttackResend_IdempotencyKeyAcrossVaultKeys: Resend scopes an
+// Idempotency-Key by its API key, which every vault key shares, and its
+// docs suggest predictable keys (welcome-user/123). One vault key sending
+// first under another's key got the other's send swallowed (Resend
+// replays the first answer) or, sending second, received the other's
+// email id, which emails.get then reads. keybrake now namespaces the key
+// upstream by vault key.
+func TestAttackResend_IdempotencyKeyAcrossVaultKeys(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, a := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
+	_, b := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
+	body := `{"from":"billing@example.com","to":"user@example.com","subject":"Welcome","text":"hi"}`
+	send := func(secret string) string {
+		resp, out := e.Do(t, "POST", "/resend/emails", body, map[string]string{"Authorization": "Bearer " + secret,
+			"Content-Type": "application/json", "Idempotency-Key": "welcome-user/123"})
+		var v struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(out, &v); resp.StatusCode != 200 || v.ID == "" {
+			t.Fatalf("send: %d %s", resp.StatusCode, out)
+		}
+		return v.ID
+	}
+	idA, idB := send(a), send(b)
+	if idA == idB {
+		t.Fatalf("vault key B got vault key A's email %s", idA)
+	}
+	if again := send(b); again != idB {
+		t.Fatalf("B's own retry got %s, want its first answer %s", again, idB)
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 2 {
+		t.Fatalf("resendsim sent %d emails, want one for each key", n)
+	}
+}
