@@ -13,6 +13,7 @@ import (
 	"github.com/twilio/twilio-go/client"
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
+	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/twilio"
 	"github.com/keybrake/keybrake/twiliosim"
 )
@@ -207,5 +208,27 @@ func TestAttackResend_IdempotencyKeyAcrossVaultKeys(t *testing.T) {
 	}
 	if n := len(e.Resend.GroundTruth().Emails); n != 2 {
 		t.Fatalf("resendsim sent %d emails, want one for each key", n)
+	}
+}
+
+// TestAttackTwilio_CrownDependencyMobileAsGB: Jersey, Guernsey and Isle of
+// Man mobiles are +44 numbers that Twilio prices as their own countries,
+// not at Britain's rates. keybrake read them as GB, so a key limited to
+// allowed_countries GB reached them, priced at the GB rate.
+func TestAttackTwilio_CrownDependencyMobileAsGB(t *testing.T) {
+	e := MustOpenVendors(t, func(s *khttp.Server) {
+		s.Twilio.Rates = twilio.Rates{"US": {SMS: 20_000}, "GB": {SMS: 50_000, Voice: 50_000}}
+	})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5","twilio_scope":{"allowed_countries":["GB"]}}`)
+	tw := e.TwilioClient(t, secret)
+	for _, to := range []string{"+447797712345", "+447781123456", "+447624123456", "+447924123456"} { // JE, GG, IM, IM
+		_, err := tw.Api.CreateMessage(sms(to))
+		twilioErr(t, err, 403, twilio.CodeForbidden)
+	}
+	if _, err := tw.Api.CreateMessage(sms("+447700900123")); err != nil {
+		t.Fatalf("a GB mobile: %v", err)
+	}
+	if n := len(e.Twilio.GroundTruth().Messages); n != 1 {
+		t.Fatalf("twiliosim sent %d messages, want the GB one only", n)
 	}
 }
