@@ -36,6 +36,12 @@ var callingCodes = parseCodes(`
 4474576:IM 447524:IM 447924:IM 4476240:IM 4476241:IM 4476242:IM 4476243:IM 4476244:IM 4476246:IM
 4476248:IM 4476249:IM
 ` +
+	// Other territories inside another country's code, for the same
+	// reason: Mayotte (+262), Bonaire (+599), Åland (+358), Svalbard
+	// (+47), Western Sahara (+212).
+	`
+262269:YT 262639:YT 5997:BQ 35818:AX 4779:SJ 2125288:EH 2125289:EH
+` +
 	// The North American Numbering Plan: +1 is the United States unless
 	// the area code belongs to Canada or another country. The Caribbean
 	// ones cost many times a US message, so they must not fall to US.
