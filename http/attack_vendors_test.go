@@ -232,3 +232,22 @@ func TestAttackTwilio_CrownDependencyMobileAsGB(t *testing.T) {
 		t.Fatalf("twiliosim sent %d messages, want the GB one only", n)
 	}
 }
+
+// TestAttackResend_RecipientHeaderUnpriced: a custom Bcc (or To, Cc,
+// Resent-*) header names recipients that keybrake neither prices nor
+// counts; it was refused under a resend_scope only, and passed on a key
+// with caps alone.
+func TestAttackResend_RecipientHeaderUnpriced(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1","daily_email_cap":1}`)
+	for _, h := range []string{"Bcc", "cc", "Resent-To"} {
+		b := `{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"` + h + `":"r1@example.com, r2@example.com"}}`
+		resp, body := e.Do(t, "POST", "/resend/emails", b, map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"})
+		if resp.StatusCode != 422 || !strings.Contains(string(body), "headers") {
+			t.Errorf("%s header: %d %s", h, resp.StatusCode, body)
+		}
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 0 {
+		t.Fatalf("resendsim sent %d emails", n)
+	}
+}

@@ -30,6 +30,12 @@ var emailFields = map[string]bool{
 	"scheduled_at": true, "template": true, "topic_id": true,
 }
 
+// recipientHeaders name recipients: set through the headers field, they
+// would be outside what keybrake prices and counts (to, cc and bcc), so
+// they are refused on every key. Sender headers are refused under a scope
+// only (Policy).
+var recipientHeaders = map[string]bool{"to": true, "cc": true, "bcc": true, "resent-to": true, "resent-cc": true, "resent-bcc": true}
+
 // Email is what keybrake reads of one email to send.
 type Email struct {
 	From        string   // the sender's address, without display name
@@ -171,6 +177,9 @@ func email(fields map[string]json.RawMessage, prefix string) (*Email, error) {
 			return nil, err
 		}
 		for name := range h {
+			if recipientHeaders[strings.ToLower(name)] {
+				return nil, keybrake.ErrorParam(prefix+"headers."+name, "keybrake does not pass the %s header in headers: it names recipients that keybrake neither prices nor counts; use to, cc and bcc.", printable(name))
+			}
 			e.Headers = append(e.Headers, name)
 		}
 	}
