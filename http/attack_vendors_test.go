@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -249,5 +251,30 @@ func TestAttackResend_RecipientHeaderUnpriced(t *testing.T) {
 	}
 	if n := len(e.Resend.GroundTruth().Emails); n != 0 {
 		t.Fatalf("resendsim sent %d emails", n)
+	}
+}
+
+// TestAttackApproval_LinkFromHostHeader: the approval link of a 402 was
+// built from the request's Host header, so a key holder who sent Host:
+// console.attacker.example got, to forward to an approver, a link to a
+// look-alike console asking for the admin token. With --public-url set,
+// the link is built from it.
+func TestAttackApproval_LinkFromHostHeader(t *testing.T) {
+	e := MustOpen(t, func(s *khttp.Server) { s.PublicURL = "https://keybrake.example/" })
+	_, secret := e.CreateKey(t, `{"total_usd_cap":100,"approval":{"above_usd":1}}`)
+	req, _ := http.NewRequest("POST", e.Server.URL()+"/v1/charges", strings.NewReader("amount=500&currency=usd&source=tok_visa"))
+	req.Host = "console.attacker.example"
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Idempotency-Key", "approve-me")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	link := resp.Header.Get("Keybrake-Approval-Url")
+	if resp.StatusCode != 402 || !strings.HasPrefix(link, "https://keybrake.example/console/approvals/apr_") || strings.Contains(string(body), "attacker") {
+		t.Fatalf("%d link %q: %s", resp.StatusCode, link, body)
 	}
 }
