@@ -112,7 +112,8 @@ func ChildDeadline(parent *Key, now time.Time) (*time.Time, error) {
 // at most the parent's (a total cap is required: it is the escrow); expiry
 // is no later than ChildDeadline; unpriced operations, secret reads and
 // minting only if the parent has them; an approval requirement at least as
-// strict as the parent's; the parent's guards exactly.
+// strict as the parent's; the parent's guards exactly; the parent's scope
+// exactly, and no count caps on the parent.
 func CheckChild(child, parent *Key, now time.Time) error {
 	if child.Vendor != parent.Vendor {
 		return ErrorParam("vendor", "A child key has its parent's vendor.")
@@ -180,6 +181,16 @@ func CheckChild(child, parent *Key, now time.Time) error {
 	}
 	if !sameGuards(child.Guards, parent.Guards) {
 		return ErrorParam("guards", "A child key has its parent's guards.")
+	}
+	// Minting refuses a parent with a scope or count caps; one given them
+	// later must not leave its children wider: a child's messages, calls
+	// and emails are not counted against the parent's count caps, and its
+	// scope is not checked against the parent's but for being the same.
+	if parent.CountCaps.Any() {
+		return ErrorParam("count_caps", "The parent has count caps, which its children's messages, calls and emails are not counted against.")
+	}
+	if ps := ScopeOf(parent); ps != nil && !reflect.DeepEqual(ScopeOf(child), ps) {
+		return ErrorParam(parent.Vendor+"_scope", "A child key of a key with a %s scope has the parent's scope exactly.", parent.Vendor)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func KnownVendor(name string) bool {
 const (
 	CountMessages = "messages" // Twilio messages created (SMS or MMS)
 	CountCalls    = "calls"    // Twilio calls placed
-	CountEmails   = "emails"   // Resend emails sent (a batch counts each)
+	CountEmails   = "emails"   // Resend emails as Resend's quota counts them: one per recipient (to, cc and bcc), a batch each of its emails
 )
 
 // CountCaps are a key's count limits: daily in the key's calendar day like

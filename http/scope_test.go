@@ -242,8 +242,8 @@ func testScopeSDK(t *testing.T, e *VendorEnv) {
 		if n := e.Resend.Billed().Emails; n != 3 {
 			t.Fatalf("resendsim sent %d emails, want the 3 inside the scope", n)
 		}
-		if c := keyCounts(t, e.Env, id)["emails"]; c.Used != 3 {
-			t.Fatalf("counted %+v, want 3", c)
+		if c := keyCounts(t, e.Env, id)["emails"]; c.Used != 4 {
+			t.Fatalf("counted %+v, want 4: one per recipient, as Resend's quota counts", c)
 		}
 	})
 }

@@ -3,6 +3,8 @@ package http
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,6 +37,7 @@ type resendVendor struct{ cfg ResendConfig }
 // resendRequest is a parsed Resend request.
 type resendRequest struct {
 	op     resend.Operation
+	keyID  string          // the vault key's ID, which namespaces its Idempotency-Keys upstream
 	emails []*resend.Email // emails.send and emails.batch
 }
 
@@ -73,7 +76,7 @@ func (v *resendVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 	// Resend replays a send or a batch by its Idempotency-Key: keybrake
 	// makes one when the client sent none, so the resolver can replay.
 	req := &VendorRequest{Operation: op.Name, Path: op.Path, Class: resendClass(op.Class), IdempotencyKey: idem, Idempotent: op.Class == resend.ClassPriced}
-	rr := &resendRequest{op: op}
+	rr := &resendRequest{op: op, keyID: a.KeyID}
 	switch op.Name {
 	case "emails.send":
 		var e *resend.Email
@@ -128,27 +131,46 @@ func (v *resendVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorR
 }
 
 // Price prices every email of a send or a batch; a batch is reserved
-// whole.
+// whole. The email count caps count recipients: Resend counts every to,
+// cc and bcc address as one email against the quota its plans bill.
 func (v *resendVendor) Price(ctx context.Context, k *keybrake.Key, req *VendorRequest) (VendorCost, error) {
 	rr := req.Parsed.(*resendRequest)
 	cost, err := v.cfg.Pricer.Price(rr.emails)
 	if err != nil {
 		return VendorCost{}, err
 	}
-	return VendorCost{Micros: cost.Micros, CountKind: keybrake.CountEmails, Count: int64(cost.Emails),
+	return VendorCost{Micros: cost.Micros, CountKind: keybrake.CountEmails, Count: int64(cost.Recipients),
 		Detail: fmt.Sprintf("%d emails, %d recipients", cost.Emails, cost.Recipients)}, nil
 }
 
 // Prepare authenticates with the real key and passes the Idempotency-Key
 // (the client's, or keybrake's own) so that a lost answer can be replayed.
 func (v *resendVendor) Prepare(out *http.Request, req *VendorRequest) {
+	keyID := ""
+	if rr, ok := req.Parsed.(*resendRequest); ok {
+		keyID = rr.keyID
+	}
+	v.prepare(out, keyID, req.IdempotencyKey)
+}
+
+func (v *resendVendor) prepare(out *http.Request, keyID, idem string) {
 	out.Header.Set("Authorization", resend.BearerAuth(v.cfg.APIKey))
 	if out.Method != http.MethodGet {
 		out.Header.Set("Content-Type", "application/json")
 	}
-	if req.IdempotencyKey != "" {
-		out.Header.Set("Idempotency-Key", req.IdempotencyKey)
+	if idem != "" {
+		out.Header.Set("Idempotency-Key", upstreamIdempotencyKey(keyID, idem))
 	}
+}
+
+// upstreamIdempotencyKey is the Idempotency-Key Resend sees for vault key
+// keyID's key idem. Resend scopes keys by its API key, which every vault
+// key shares: sent as is, one vault key's key would replay another's send
+// (swallowing it, or handing over its email id). A digest of both keeps
+// each vault key's keys its own, and is the same on every retry.
+func upstreamIdempotencyKey(keyID, idem string) string {
+	sum := sha256.Sum256([]byte(keyID + "\x00" + idem))
+	return "kb_" + hex.EncodeToString(sum[:24])
 }
 
 // Settle settles a send or a batch at its reserved amount: Resend bills
@@ -179,7 +201,7 @@ func (v *resendVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, r
 	if err != nil {
 		return VendorOutcome{}, err
 	}
-	v.Prepare(r, &VendorRequest{IdempotencyKey: rsv.IdempotencyKey})
+	v.prepare(r, rsv.KeyID, rsv.IdempotencyKey)
 	resp, err := rt.RoundTrip(r)
 	if err != nil {
 		return VendorOutcome{}, fmt.Errorf("replay: %s", upstreamErrorKind(err))

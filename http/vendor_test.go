@@ -41,13 +41,21 @@ type VendorEnv struct {
 // $0.10 a minute, email at $0.001 plus $0.0005 a recipient.
 func MustOpenVendors(tb testing.TB, opts ...Option) *VendorEnv {
 	tb.Helper()
+	return mustOpenVendorsSim(tb, twiliosim.Options{}, opts...)
+}
+
+// mustOpenVendorsSim is MustOpenVendors with twiliosim's options (its
+// clock is always the server's).
+func mustOpenVendorsSim(tb testing.TB, sim twiliosim.Options, opts ...Option) *VendorEnv {
+	tb.Helper()
 	ve := &VendorEnv{}
 	rates, err := twilio.ParseRates("US sms=0.0200 mms=0.0400 voice=0.1000")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ve.Env = MustOpen(tb, func(s *khttp.Server) {
-		ve.Twilio = twiliosim.New(twiliosim.Options{Now: s.Now})
+		sim.Now = s.Now
+		ve.Twilio = twiliosim.New(sim)
 		ts := httptest.NewServer(ve.Twilio)
 		tb.Cleanup(ts.Close)
 		ve.Resend = resendsim.New(resendsim.Options{Now: s.Now})

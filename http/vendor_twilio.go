@@ -155,6 +155,9 @@ func (v *twilioVendor) Price(ctx context.Context, k *keybrake.Key, req *VendorRe
 	case cost.Messages > 0:
 		out.CountKind, out.Count = keybrake.CountMessages, int64(cost.Messages)
 		out.Detail = fmt.Sprintf("%s, %d %s segments", cost.Country, cost.Segments, cost.Encoding)
+		if cost.MMS {
+			out.Detail = fmt.Sprintf("%s, MMS, or %d %s segments if MMS Converter sends it as SMS", cost.Country, cost.Segments, cost.Encoding)
+		}
 	case cost.Calls > 0:
 		out.CountKind, out.Count = keybrake.CountCalls, int64(cost.Calls)
 		out.Detail = fmt.Sprintf("%s, %d minutes", cost.Country, cost.Minutes)

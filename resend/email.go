@@ -3,6 +3,7 @@ package resend
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/mail"
 	"strings"
@@ -28,6 +29,12 @@ var emailFields = map[string]bool{
 	"html": true, "text": true, "headers": true, "attachments": true, "tags": true,
 	"scheduled_at": true, "template": true, "topic_id": true,
 }
+
+// recipientHeaders name recipients: set through the headers field, they
+// would be outside what keybrake prices and counts (to, cc and bcc), so
+// they are refused on every key. Sender headers are refused under a scope
+// only (Policy).
+var recipientHeaders = map[string]bool{"to": true, "cc": true, "bcc": true, "resent-to": true, "resent-cc": true, "resent-bcc": true}
 
 // Email is what keybrake reads of one email to send.
 type Email struct {
@@ -170,6 +177,9 @@ func email(fields map[string]json.RawMessage, prefix string) (*Email, error) {
 			return nil, err
 		}
 		for name := range h {
+			if recipientHeaders[strings.ToLower(name)] {
+				return nil, keybrake.ErrorParam(prefix+"headers."+name, "keybrake does not pass the %s header in headers: it names recipients that keybrake neither prices nor counts; use to, cc and bcc.", printable(name))
+			}
 			e.Headers = append(e.Headers, name)
 		}
 	}
@@ -243,9 +253,34 @@ func address(raw json.RawMessage, param string) (string, error) {
 	if raw == nil || json.Unmarshal(raw, &s) != nil || s == "" {
 		return "", keybrake.ErrorParam(param, "Missing `%s` field.", param)
 	}
-	a, err := mail.ParseAddress(s)
+	a, err := parseAddress(s)
 	if err != nil {
 		return "", keybrake.ErrorParam(param, "Invalid `%s` field. The email address needs to follow the `email@example.com` or `Name <email@example.com>` format.", param)
+	}
+	return a, nil
+}
+
+// parseAddress reads one address in the two plain forms Resend documents,
+// email@example.com and Name <email@example.com>, and returns the
+// address. RFC 5322 allows much more (comments, groups, quoted local
+// parts with @ in them, display names with commas, @ and <…>), which
+// another parser, Resend's, may read as another address or as several:
+// "\"x@evil.example, y\" <a@example.com>" is one address to net/mail and
+// perhaps two to a split on commas. Those are refused.
+func parseAddress(s string) (string, error) {
+	a, err := mail.ParseAddress(s)
+	if err != nil {
+		return "", err
+	}
+	if strings.Count(a.Address, "@") != 1 || strings.ContainsAny(a.Address, "\"(),;:<>\\ ") {
+		return "", errors.New("not a plain address")
+	}
+	if s == a.Address {
+		return a.Address, nil
+	}
+	name, ok := strings.CutSuffix(s, "<"+a.Address+">")
+	if !ok || strings.ContainsAny(name, "<>@(),;:\\") {
+		return "", errors.New("not a plain display name and address")
 	}
 	return a.Address, nil
 }
@@ -270,11 +305,11 @@ func addresses(raw json.RawMessage, param string, required bool) ([]string, erro
 	}
 	out := make([]string, len(list))
 	for i, s := range list {
-		a, err := mail.ParseAddress(s)
+		a, err := parseAddress(s)
 		if err != nil {
 			return nil, keybrake.ErrorParam(param, "Invalid `%s` field. The email address needs to follow the `email@example.com` or `Name <email@example.com>` format.", param)
 		}
-		out[i] = a.Address
+		out[i] = a
 	}
 	return out, nil
 }

@@ -6,8 +6,8 @@ import "github.com/keybrake/keybrake"
 // operator's rates. At least one rate must be set: a Pricer without rates
 // refuses, since keybrake cannot then tell what a send costs.
 type Pricer struct {
-	PerEmail     keybrake.Micros // per email sent
-	PerRecipient keybrake.Micros // added per recipient (to + cc + bcc); 0 for plans billed per email
+	PerEmail     keybrake.Micros // per email sent, whatever its recipients
+	PerRecipient keybrake.Micros // added per recipient (to + cc + bcc): Resend's quota counts each as an email
 }
 
 // Cost is what one request costs and counts.

@@ -18,8 +18,10 @@ var messageParams = set("To", "From", "MessagingServiceSid", "Body", "MediaUrl",
 
 // callParams are the calls.create parameters keybrake has reviewed.
 // Record, MachineDetection, AsyncAmd, Transcribe and ApplicationSid cost
-// extra or run code keybrake cannot see, so they make the body unpriced.
-var callParams = set("To", "From", "Url", "Twiml", "Method", "FallbackUrl", "FallbackMethod",
+// extra or run code keybrake cannot see, so they make the body unpriced;
+// so does FallbackUrl, whose TwiML Twilio runs when the call's own fails
+// and may <Dial> numbers keybrake never sees.
+var callParams = set("To", "From", "Url", "Twiml", "Method", "FallbackMethod",
 	"StatusCallback", "StatusCallbackEvent", "StatusCallbackMethod", "SendDigits", "Timeout",
 	"TimeLimit", "CallerId")
 

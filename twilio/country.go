@@ -27,6 +27,21 @@ var callingCodes = parseCodes(`
 960:MV 961:LB 962:JO 963:SY 964:IQ 965:KW 966:SA 967:YE 968:OM 970:PS 971:AE 972:IL 973:BH
 974:QA 975:BT 976:MN 977:NP 98:IR 992:TJ 993:TM 994:AZ 995:GE 996:KG 998:UZ
 ` +
+	// Jersey, Guernsey and the Isle of Man share +44 with Britain, and
+	// their mobiles too: Twilio prices them as their own countries, not
+	// at Britain's rates (libphonenumber's ranges).
+	`
+447781:GG 447839:GG 4479111:GG 4479117:GG
+447509:JE 447829:JE 447937:JE 4477003:JE 4477007:JE 4477008:JE 4477977:JE 4477978:JE 4477979:JE
+4474576:IM 447524:IM 447924:IM 4476240:IM 4476241:IM 4476242:IM 4476243:IM 4476244:IM 4476246:IM
+4476248:IM 4476249:IM
+` +
+	// Other territories inside another country's code, for the same
+	// reason: Mayotte (+262), Bonaire (+599), Åland (+358), Svalbard
+	// (+47), Western Sahara (+212).
+	`
+262269:YT 262639:YT 5997:BQ 35818:AX 4779:SJ 2125288:EH 2125289:EH
+` +
 	// The North American Numbering Plan: +1 is the United States unless
 	// the area code belongs to Canada or another country. The Caribbean
 	// ones cost many times a US message, so they must not fall to US.

@@ -30,8 +30,9 @@
 // # Money
 //
 // A message costs segments × the destination country's SMS rate, or, with
-// any MediaUrl, one MMS at the country's MMS rate (see Segments and
-// Rates). A call costs its TimeLimit, rounded up to whole minutes, × the
+// any MediaUrl, one MMS at the country's MMS rate; keybrake reserves an MMS
+// at no less than the SMS that Twilio's MMS Converter sends instead to a
+// carrier without MMS (see Segments, ConvertedBody and Rates). A call costs its TimeLimit, rounded up to whole minutes, × the
 // country's per-minute rate. Twilio reports the real price later, on the
 // resource, as a negative decimal string ("-0.00790"); ParsePrice reads it.
 // Twilio has no idempotency for creation: a create whose answer was lost

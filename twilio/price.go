@@ -34,8 +34,8 @@ type Cost struct {
 	Country  string          // ISO country of To
 
 	// Messages only.
-	Encoding string // GSM7 or UCS2; "" for MMS
-	Segments int    // SMS segments billed; 0 for MMS
+	Encoding string // GSM7 or UCS2; for MMS, of the body MMS Converter would send
+	Segments int    // SMS segments billed; for MMS, those MMS Converter would bill
 	MMS      bool
 
 	// Calls only.
@@ -56,8 +56,10 @@ func ErrTimeLimitRequired() error {
 // the price is then a floor).
 //
 //   - messages.create: To's country (see Country); MMS when MediaUrl is
-//     given or SendAsMms=true, at the country's mms rate; otherwise
-//     Segments(Body) × its sms rate. Counts one message.
+//     given or SendAsMms=true, at the dearer of the country's mms rate and
+//     the SMS that Twilio's MMS Converter would send instead
+//     (ConvertedBody); otherwise Segments(Body) × its sms rate. Counts one
+//     message.
 //   - calls.create: TimeLimit, rounded up to whole minutes, × To's voice
 //     rate (see MaxCallSeconds for a call without TimeLimit). Counts one
 //     call.
@@ -105,19 +107,46 @@ func (p *Pricer) message(form *Form) (Cost, error) {
 	if n := utf8.RuneCountInString(body); n > MaxBodyChars {
 		return Cost{}, keybrake.ErrorParam("Body", "The concatenated message body exceeds the %d character limit (it has %d).", MaxBodyChars, n)
 	}
-	asMMS, _ := form.Get("SendAsMms")
-	if len(media) > 0 || asMMS == "true" {
-		c.MMS = true
-		c.Micros, err = p.Rates.rate(c.Country, "mms")
-		return c, err
+	asMMS, given := form.Get("SendAsMms")
+	if given && asMMS != "true" && asMMS != "false" {
+		// Twilio may read True or 1 as true: a value keybrake does not
+		// read as Twilio does would price an MMS as an SMS.
+		return Cost{}, keybrake.ErrorParam("SendAsMms", "SendAsMms must be true or false.")
 	}
-	c.Encoding, c.Segments = Segments(body)
-	rate, err := p.Rates.rate(c.Country, "sms")
+	sms, err := p.Rates.rate(c.Country, "sms")
 	if err != nil {
 		return Cost{}, err
 	}
-	c.Micros = rate * keybrake.Micros(c.Segments)
+	if len(media) > 0 || asMMS == "true" {
+		// MMS Converter, on by default: to a carrier that takes no MMS
+		// (abroad, and some in the US and Canada) Twilio sends the body
+		// and a link to the media as SMS, billed by the segment. A long
+		// body costs far more that way than one MMS, and the sender
+		// picks the number, so the MMS reserves the dearer of the two.
+		c.MMS = true
+		mms, err := p.Rates.rate(c.Country, "mms")
+		if err != nil {
+			return Cost{}, err
+		}
+		c.Encoding, c.Segments = Segments(ConvertedBody(body, len(media)))
+		c.Micros = max(mms, sms*keybrake.Micros(c.Segments))
+		return c, nil
+	}
+	c.Encoding, c.Segments = Segments(body)
+	c.Micros = sms * keybrake.Micros(c.Segments)
 	return c, nil
+}
+
+// MaxConverterLink is the longest link, in characters, keybrake assumes
+// Twilio's MMS Converter adds to a converted message for each medium.
+const MaxConverterLink = 40
+
+// ConvertedBody is the longest SMS body Twilio's MMS Converter can make
+// of an MMS with body and media media: the body, then a line with a link
+// of MaxConverterLink characters for each medium.
+func ConvertedBody(body string, media int) string {
+	link := "\n" + strings.Repeat("x", MaxConverterLink)
+	return body + strings.Repeat(link, media)
 }
 
 func (p *Pricer) call(form *Form) (Cost, error) {

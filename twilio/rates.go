@@ -112,6 +112,11 @@ func (r Rates) String() string {
 	return b.String()
 }
 
+// Rate returns the rate of kind ("sms", "mms" or "voice") for country,
+// falling back to AnyCountry. Returns EFORBIDDEN when neither is
+// configured.
+func (r Rates) Rate(country, kind string) (keybrake.Micros, error) { return r.rate(country, kind) }
+
 // rate returns the rate of kind for country, falling back to AnyCountry.
 // Returns EFORBIDDEN when neither is configured.
 func (r Rates) rate(country, kind string) (keybrake.Micros, error) {

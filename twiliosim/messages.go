@@ -139,7 +139,7 @@ func (s *Server) createMessage(req *request) (any, *twilio.Error) {
 	case utf8.RuneCountInString(body) > twilio.MaxBodyChars:
 		return nil, invalid(21617, "The concatenated message body exceeds the 1600 character limit.")
 	}
-	cost, err := (&twilio.Pricer{Rates: s.opts.Rates}).Price(req.op, form(f))
+	cost, err := s.messageCost(req.op, f)
 	if err != nil {
 		return nil, invalid(21211, "%s", keybrake.ErrorMessage(err))
 	}
@@ -161,6 +161,38 @@ func (s *Server) createMessage(req *request) (any, *twilio.Error) {
 	s.messages = append(s.messages, m)
 	s.bySid[m.Sid] = m
 	return m.wire(s.opts.AccountSid), nil
+}
+
+// converterLink is the link MMS Converter puts in place of one medium.
+const converterLink = "https://m.twil.io/Ab3dE9xZ"
+
+// messageCost is what Twilio bills for a message: its SMS segments, one
+// MMS, or, to a carrier in Options.NoMMS, the SMS that MMS Converter sends
+// instead (the body, then a line with a link for each medium).
+func (s *Server) messageCost(op twilio.Operation, f url.Values) (twilio.Cost, error) {
+	cost, err := (&twilio.Pricer{Rates: s.opts.Rates}).Price(op, form(f))
+	if err != nil || !cost.MMS {
+		return cost, err
+	}
+	if s.noMMS(f.Get("To")) {
+		sms, err := s.opts.Rates.Rate(cost.Country, "sms")
+		cost.Encoding, cost.Segments = twilio.Segments(f.Get("Body") + strings.Repeat("\n"+converterLink, len(f["MediaUrl"])))
+		cost.Micros = sms * keybrake.Micros(cost.Segments)
+		return cost, err
+	}
+	cost.Encoding, cost.Segments = "", 0
+	cost.Micros, err = s.opts.Rates.Rate(cost.Country, "mms")
+	return cost, err
+}
+
+// noMMS reports whether to is on a carrier that takes no MMS.
+func (s *Server) noMMS(to string) bool {
+	for _, p := range s.opts.NoMMS {
+		if strings.HasPrefix(to, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) findMessage(sid string) (*Message, *twilio.Error) {

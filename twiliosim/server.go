@@ -38,6 +38,10 @@ type Options struct {
 	// CallSeconds is how long an answered call lasts unless ended or cut
 	// by its TimeLimit; 42 by default.
 	CallSeconds int
+	// NoMMS are To prefixes (+1555…) of carriers that take no MMS: an MMS
+	// to them is sent as Twilio's MMS Converter sends it, an SMS of the
+	// body and a link to each medium, billed by the segment.
+	NoMMS []string
 	// Numbers are the account's incoming phone numbers.
 	Numbers []string
 	// Balance is the account's starting balance in USD; 20 by default.

@@ -42,8 +42,10 @@ func vendorFlags(fs *flag.FlagSet, env Env, c *VendorConfig) {
 	fs.IntVar(&c.TwilioMaxCall, "twilio-max-call-seconds", envInt(env, "KEYBRAKE_TWILIO_MAX_CALL_SECONDS", 0), "longest call a key may place; calls without TimeLimit are priced at it and get it as TimeLimit (KEYBRAKE_TWILIO_MAX_CALL_SECONDS)")
 	fs.DurationVar(&c.TwilioSkew, "twilio-lookup-skew", envDuration(env, "KEYBRAKE_TWILIO_LOOKUP_SKEW", time.Minute), "margin of the lookup of a Twilio create whose answer was lost, for clock skew and Twilio's list catching up; it is looked up once --upstream-timeout plus twice this has passed (KEYBRAKE_TWILIO_LOOKUP_SKEW)")
 	fs.StringVar(&c.ResendUpstream, "resend-upstream", envDefault(env, "KEYBRAKE_RESEND_UPSTREAM", "https://api.resend.com"), "Resend API base URL (KEYBRAKE_RESEND_UPSTREAM)")
-	fs.StringVar(&c.ResendPerEmail, "resend-per-email", envDefault(env, "KEYBRAKE_RESEND_PER_EMAIL", "0.001"), "USD reserved per email sent (KEYBRAKE_RESEND_PER_EMAIL)")
-	fs.StringVar(&c.ResendPerRcpt, "resend-per-recipient", envDefault(env, "KEYBRAKE_RESEND_PER_RECIPIENT", "0"), "USD reserved per recipient, added to the per-email rate (KEYBRAKE_RESEND_PER_RECIPIENT)")
+	// Resend counts every to, cc and bcc address as one email of the quota
+	// it bills, so the default prices recipients, not requests.
+	fs.StringVar(&c.ResendPerEmail, "resend-per-email", envDefault(env, "KEYBRAKE_RESEND_PER_EMAIL", "0"), "USD reserved per email sent, whatever its recipients (KEYBRAKE_RESEND_PER_EMAIL)")
+	fs.StringVar(&c.ResendPerRcpt, "resend-per-recipient", envDefault(env, "KEYBRAKE_RESEND_PER_RECIPIENT", "0.001"), "USD reserved per recipient (to, cc and bcc; Resend bills each as an email), added to the per-email rate (KEYBRAKE_RESEND_PER_RECIPIENT)")
 }
 
 // openVendors configures /twilio/… and /resend/… on s: with the real

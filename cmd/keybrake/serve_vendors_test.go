@@ -2,6 +2,9 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -61,5 +64,41 @@ func TestServe_VendorUpstreamValidated(t *testing.T) {
 				t.Fatalf("Run = %v, want ok=%v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// TestAttackResend_DefaultRatePerRecipient: Resend bills every to, cc and
+// bcc address as one email, but serve's default rates reserved $0.001 per
+// email and nothing per recipient: one send to 50 addresses reserved
+// $0.001 and moved $0.05 of quota, past a $0.01 cap.
+func TestAttackResend_DefaultRatePerRecipient(t *testing.T) {
+	m, _ := MustServe(t, map[string]string{})
+	base := m.HTTP.URL()
+	do := func(auth, method, path, body string) (int, []byte) {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+auth)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	status, body := do(m.HTTP.AdminToken, "POST", "/vault/keys", `{"vendor":"resend","daily_usd_cap":"0.01"}`)
+	var key struct {
+		VaultKey string `json:"vault_key"`
+	}
+	if json.Unmarshal(body, &key); status != 201 || key.VaultKey == "" {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	var to []string
+	for i := range 50 {
+		to = append(to, fmt.Sprintf(`"r%d@example.com"`, i))
+	}
+	status, body = do(key.VaultKey, "POST", "/resend/emails", `{"from":"billing@example.com","to":[`+strings.Join(to, ",")+`],"subject":"s","text":"t"}`)
+	if status != 429 {
+		t.Fatalf("50 recipients under a $0.01 cap at Resend's default rate: %d %s", status, body)
 	}
 }

@@ -1,0 +1,280 @@
+package http_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	resendgo "github.com/resend/resend-go/v3"
+	"github.com/twilio/twilio-go/client"
+	api "github.com/twilio/twilio-go/rest/api/v2010"
+
+	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/twilio"
+	"github.com/keybrake/keybrake/twiliosim"
+)
+
+// TestAttackTwilio_MMSConvertedToSMS: an MMS to a number whose carrier
+// takes no MMS is sent by Twilio's MMS Converter (on by default) as an SMS
+// of the body and a link, billed by the segment. A key holder who picks
+// such a number and a long Unicode body had it reserved as one MMS ($0.04)
+// while Twilio billed 16 segments: a $0.10 cap let $0.35 through.
+func TestAttackTwilio_MMSConvertedToSMS(t *testing.T) {
+	e := mustOpenVendorsSim(t, twiliosim.Options{NoMMS: []string{"+1415555"}})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"0.10"}`)
+	tw := e.TwilioClient(t, secret)
+	long := (&api.CreateMessageParams{}).SetTo("+14155550123").SetFrom("+14155550100").
+		SetBody(strings.Repeat("ж", 1000)).SetMediaUrl([]string{"https://example.com/a.png"})
+	for i := 0; i < 3; i++ {
+		_, err := tw.Api.CreateMessage(long)
+		var te *client.TwilioRestError
+		if err != nil && !(errors.As(err, &te) && te.Status == 429) {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	e.Clock.Advance(10 * time.Second)
+	if b := e.Twilio.Billed(); b.Micros+b.Pending > 100_000 {
+		t.Fatalf("Twilio billed $%s for %d messages (%d segments) past a $0.10 cap", (b.Micros + b.Pending), b.Messages, b.Segments)
+	}
+}
+
+// TestAttackTwilio_SendAsMmsSpelling: SendAsMms=True was priced as an SMS
+// segment, though Twilio may read it as true and bill an MMS.
+func TestAttackTwilio_SendAsMmsSpelling(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	for _, v := range []string{"True", "1", "TRUE", ""} {
+		resp, body := e.Do(t, "POST", "/twilio/2010-04-01/Accounts/"+twiliosim.DefaultAccountSid+"/Messages.json",
+			"To=%2B14155550123&From=%2B14155550100&Body=hi&SendAsMms="+v,
+			map[string]string{"Authorization": basicAuth(twiliosim.DefaultAccountSid, secret), "Content-Type": "application/x-www-form-urlencoded"})
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "SendAsMms") {
+			t.Fatalf("SendAsMms=%q: %d %s", v, resp.StatusCode, body)
+		}
+	}
+	if n := len(e.Twilio.GroundTruth().Messages); n != 0 {
+		t.Fatalf("twiliosim sent %d messages", n)
+	}
+}
+
+// basicAuth is the Authorization header of a Twilio client sending a vault
+// key.
+func basicAuth(user, secret string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+twilio.AlnumVaultKey(secret)))
+}
+
+// TestAttackResend_RecipientsPastEmailCap: Resend counts every to, cc and
+// bcc recipient as one email against the account's quota, which its plans
+// bill; the email count cap counted one per email, so a key capped at 3
+// emails a day sent 50 recipients' worth in one request.
+func TestAttackResend_RecipientsPastEmailCap(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_email_cap":3}`)
+	rs := e.ResendClient(t, secret)
+	var to []string
+	for i := range 50 {
+		to = append(to, fmt.Sprintf("r%d@example.com", i))
+	}
+	_, err := rs.Emails.Send(&resendgo.SendEmailRequest{From: "billing@example.com", To: to[:30], Cc: to[30:40], Bcc: to[40:], Subject: "s", Text: "t"})
+	var rl *resendgo.RateLimitError
+	if err != nil && !errors.As(err, &rl) {
+		t.Fatal(err)
+	}
+	// What fits still goes: three recipients in one email.
+	if _, err := rs.Emails.Send(&resendgo.SendEmailRequest{From: "billing@example.com", To: to[:3], Subject: "s", Text: "t"}); err != nil {
+		t.Fatalf("three recipients under a cap of 3: %v", err)
+	}
+	if b := e.Resend.Billed(); b.Recipients > 3 {
+		t.Fatalf("Resend counted %d emails (%d recipients) against its quota past a daily cap of 3", b.Recipients, b.Recipients)
+	}
+}
+
+// TestAttackTwilio_CallFallbackUrl: a call with closed inline Twiml was
+// priced at its own minutes even with a FallbackUrl, whose TwiML Twilio
+// fetches when the call's instructions fail, and which may <Dial> any
+// number for as long as it likes: now unpriced, so a capped key refuses it.
+func TestAttackTwilio_CallFallbackUrl(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5","allowed_endpoints":["calls.create"]}`)
+	call := (&api.CreateCallParams{}).SetTo("+14155550123").SetFrom("+14155550100").SetTimeLimit(60).
+		SetTwiml(`<Response><Play>https://example.com/missing.mp3</Play></Response>`).
+		SetFallbackUrl("https://attacker.example/dial-premium.xml")
+	_, err := e.TwilioClient(t, secret).Api.CreateCall(call)
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	if n := len(e.Twilio.GroundTruth().Calls); n != 0 {
+		t.Fatalf("twiliosim placed %d calls", n)
+	}
+}
+
+// TestAttackDelegate_ParentNarrowedToScopeOrCounts: a child of a Twilio key
+// is minted while the parent has no scope and no count caps; an admin then
+// narrows the parent (only +1415 numbers, one message a day). The child
+// kept sending anywhere, and without limit on messages: checkAncestors
+// compared caps, lists and guards, not scopes or count caps.
+func TestAttackDelegate_ParentNarrowedToScopeOrCounts(t *testing.T) {
+	for name, narrow := range map[string]string{
+		"Scope":     `{"twilio_scope":{"allowed_number_prefixes":["+1415"]}}`,
+		"CountCaps": `{"daily_message_cap":1}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := MustOpenVendors(t)
+			parentID, _ := e.CreateKey(t, `{"vendor":"twilio","total_usd_cap":"10"}`)
+			resp, out := e.Admin(t, "POST", "/vault/keys/"+parentID+"/children", `{"total_usd_cap":"1"}`)
+			var child struct {
+				VaultKey string `json:"vault_key"`
+			}
+			if json.Unmarshal(out, &child); resp.StatusCode != 201 || child.VaultKey == "" {
+				t.Fatalf("mint: %d %s", resp.StatusCode, out)
+			}
+			if resp, out := e.Admin(t, "PATCH", "/vault/keys/"+parentID, narrow); resp.StatusCode != 200 {
+				t.Fatalf("narrow the parent: %d %s", resp.StatusCode, out)
+			}
+			tw := e.TwilioClient(t, child.VaultKey)
+			for i := range 2 {
+				_, err := tw.Api.CreateMessage(sms(fmt.Sprintf("+1408555%04d", i)))
+				twilioErr(t, err, 403, twilio.CodeForbidden)
+			}
+			if n := len(e.Twilio.GroundTruth().Messages); n != 0 {
+				t.Fatalf("the child sent %d messages past its narrowed parent", n)
+			}
+		})
+	}
+}
+
+// TestAttackResend_AmbiguousAddress: net/mail reads RFC 5322's comments,
+// groups, quoted local parts and display names holding commas, @ and <…>
+// as one address; a parser that splits on commas or takes the first <…>
+// (Resend's is not known to keybrake) reads another address, or several,
+// outside the key's recipient domains and count. keybrake now takes only
+// the two plain forms Resend documents.
+func TestAttackResend_AmbiguousAddress(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1","resend_scope":{"allowed_recipient_domains":["example.com"]}}`)
+	for _, to := range []string{
+		`"x@evil.example, y" <a@example.com>`,
+		`"<x@evil.example>" <a@example.com>`,
+		`a@example.com (x@evil.example)`,
+		`"x@evil.example"@example.com`,
+		`G: a@example.com;`,
+	} {
+		b, _ := json.Marshal(map[string]any{"from": "billing@example.com", "to": to, "subject": "s", "text": "t"})
+		resp, body := e.Do(t, "POST", "/resend/emails", string(b), map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"})
+		if resp.StatusCode != 422 {
+			t.Errorf("to %s: %d %s", to, resp.StatusCode, body)
+		}
+	}
+	// The plain forms still go.
+	b := `{"from":"Acme Billing <billing@example.com>","to":["a@example.com","Ann Lee <b@example.com>"],"subject":"s","text":"t"}`
+	if resp, body := e.Do(t, "POST", "/resend/emails", b, map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"}); resp.StatusCode != 200 {
+		t.Fatalf("plain addresses: %d %s", resp.StatusCode, body)
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 1 {
+		t.Fatalf("resendsim sent %d emails, want 1", n)
+	}
+}
+
+// TestAttackResend_IdempotencyKeyAcrossVaultKeys: Resend scopes an
+// Idempotency-Key by its API key, which every vault key shares, and its
+// docs suggest predictable keys (welcome-user/123). One vault key sending
+// first under another's key got the other's send swallowed (Resend
+// replays the first answer) or, sending second, received the other's
+// email id, which emails.get then reads. keybrake now namespaces the key
+// upstream by vault key.
+func TestAttackResend_IdempotencyKeyAcrossVaultKeys(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, a := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
+	_, b := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
+	body := `{"from":"billing@example.com","to":"user@example.com","subject":"Welcome","text":"hi"}`
+	send := func(secret string) string {
+		resp, out := e.Do(t, "POST", "/resend/emails", body, map[string]string{"Authorization": "Bearer " + secret,
+			"Content-Type": "application/json", "Idempotency-Key": "welcome-user/123"})
+		var v struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(out, &v); resp.StatusCode != 200 || v.ID == "" {
+			t.Fatalf("send: %d %s", resp.StatusCode, out)
+		}
+		return v.ID
+	}
+	idA, idB := send(a), send(b)
+	if idA == idB {
+		t.Fatalf("vault key B got vault key A's email %s", idA)
+	}
+	if again := send(b); again != idB {
+		t.Fatalf("B's own retry got %s, want its first answer %s", again, idB)
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 2 {
+		t.Fatalf("resendsim sent %d emails, want one for each key", n)
+	}
+}
+
+// TestAttackTwilio_CrownDependencyMobileAsGB: Jersey, Guernsey and Isle of
+// Man mobiles are +44 numbers that Twilio prices as their own countries,
+// not at Britain's rates. keybrake read them as GB, so a key limited to
+// allowed_countries GB reached them, priced at the GB rate.
+func TestAttackTwilio_CrownDependencyMobileAsGB(t *testing.T) {
+	e := MustOpenVendors(t, func(s *khttp.Server) {
+		s.Twilio.Rates = twilio.Rates{"US": {SMS: 20_000}, "GB": {SMS: 50_000, Voice: 50_000}}
+	})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5","twilio_scope":{"allowed_countries":["GB"]}}`)
+	tw := e.TwilioClient(t, secret)
+	for _, to := range []string{"+447797712345", "+447781123456", "+447624123456", "+447924123456"} { // JE, GG, IM, IM
+		_, err := tw.Api.CreateMessage(sms(to))
+		twilioErr(t, err, 403, twilio.CodeForbidden)
+	}
+	if _, err := tw.Api.CreateMessage(sms("+447700900123")); err != nil {
+		t.Fatalf("a GB mobile: %v", err)
+	}
+	if n := len(e.Twilio.GroundTruth().Messages); n != 1 {
+		t.Fatalf("twiliosim sent %d messages, want the GB one only", n)
+	}
+}
+
+// TestAttackResend_RecipientHeaderUnpriced: a custom Bcc (or To, Cc,
+// Resent-*) header names recipients that keybrake neither prices nor
+// counts; it was refused under a resend_scope only, and passed on a key
+// with caps alone.
+func TestAttackResend_RecipientHeaderUnpriced(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1","daily_email_cap":1}`)
+	for _, h := range []string{"Bcc", "cc", "Resent-To"} {
+		b := `{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"` + h + `":"r1@example.com, r2@example.com"}}`
+		resp, body := e.Do(t, "POST", "/resend/emails", b, map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"})
+		if resp.StatusCode != 422 || !strings.Contains(string(body), "headers") {
+			t.Errorf("%s header: %d %s", h, resp.StatusCode, body)
+		}
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 0 {
+		t.Fatalf("resendsim sent %d emails", n)
+	}
+}
+
+// TestAttackApproval_LinkFromHostHeader: the approval link of a 402 was
+// built from the request's Host header, so a key holder who sent Host:
+// console.attacker.example got, to forward to an approver, a link to a
+// look-alike console asking for the admin token. With --public-url set,
+// the link is built from it.
+func TestAttackApproval_LinkFromHostHeader(t *testing.T) {
+	e := MustOpen(t, func(s *khttp.Server) { s.PublicURL = "https://keybrake.example/" })
+	_, secret := e.CreateKey(t, `{"total_usd_cap":100,"approval":{"above_usd":1}}`)
+	req, _ := http.NewRequest("POST", e.Server.URL()+"/v1/charges", strings.NewReader("amount=500&currency=usd&source=tok_visa"))
+	req.Host = "console.attacker.example"
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Idempotency-Key", "approve-me")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	link := resp.Header.Get("Keybrake-Approval-Url")
+	if resp.StatusCode != 402 || !strings.HasPrefix(link, "https://keybrake.example/console/approvals/apr_") || strings.Contains(string(body), "attacker") {
+		t.Fatalf("%d link %q: %s", resp.StatusCode, link, body)
+	}
+}
