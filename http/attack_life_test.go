@@ -1,6 +1,8 @@
 package http_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	stripego "github.com/stripe/stripe-go/v82"
@@ -33,5 +35,31 @@ func TestAttackLife_AmountToConfirm(t *testing.T) {
 			t.Fatalf("counted %s after confirming $15.00 of a $10.00 hold", got)
 		}
 		a.wantMoneyComplete(t, 2500)
+	})
+}
+
+// A per-request cap bounds one payment. Raising an intent's hold checked
+// the difference against it, not the intent's new amount: a key capped at
+// $50 a request made a $40.00 intent, raised it $49.00 at a time to
+// $1,000.00 (update or increment_authorization), and confirmed it as one
+// payment twenty times its per-request cap.
+func TestAttackLife_PerRequestCapByRaises(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"per_request_usd_cap":50,"total_usd_cap":5000,"allowed_endpoints":["*"]}`)
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=4000&currency=usd&payment_method=pm_card_visa")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "amount=5000")
+		v := a.must(t, 429, "POST", "/v1/payment_intents/"+id(pi), "amount=8900")
+		if msg := fmt.Sprint(v["error"]); !strings.Contains(msg, "per-request cap") || !strings.Contains(msg, "$89") {
+			t.Fatalf("refusal %v", msg)
+		}
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "capture_method=manual")
+		a.must(t, 429, "POST", "/v1/payment_intents/"+id(pi)+"/increment_authorization", "amount=5100")
+		a.must(t, 429, "POST", "/v1/payment_intents/"+id(pi)+"/capture", "amount_to_capture=9900")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/capture", "")
+		for _, p := range e.Sim.GroundTruth().PaymentIntents {
+			if p.AmountReceived > 5000 {
+				t.Fatalf("one payment of %d cents on a key capped at $50 a request", p.AmountReceived)
+			}
+		}
 	})
 }

@@ -87,7 +87,9 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 		return false
 	}
 	if res.OverCap != nil {
-		res.OverCap.Requested = target.Micros - hold.Micros
+		if res.OverCap.Window != keybrake.WindowPerRequest { // which bounds the whole payment
+			res.OverCap.Requested = target.Micros - hold.Micros
+		}
 		p.overCap(w, r, c, res.OverCap)
 		return false
 	}

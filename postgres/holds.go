@@ -152,7 +152,7 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 			return err
 		}
 		delta := args.Micros - r.Micros
-		if oc := keybrake.CheckCaps(k.Caps, keybrake.Spend{Day: c.day, Month: c.month, Total: c.total}, delta, now, loc); oc != nil {
+		if oc := keybrake.CheckRaise(k.Caps, keybrake.Spend{Day: c.day, Month: c.month, Total: c.total}, r.Micros, args.Micros, now, loc); oc != nil {
 			res = keybrake.ReserveResult{OverCap: oc}
 			return nil
 		}

@@ -166,7 +166,7 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 		if err := tx.QueryRowContext(ctx, qSpend, r.KeyID, r.Day, r.Month).Scan(&spent.Day, &spent.Month, &spent.Total, &spent.Uncertain, &spent.Held); err != nil {
 			return wrap(err, "raise %s", r.ID)
 		}
-		if oc := overCap(st.key.Caps, spent, args.Micros-r.Micros, now, st.loc); oc != nil {
+		if oc := keybrake.CheckRaise(st.key.Caps, spent, r.Micros, args.Micros, now, st.loc); oc != nil {
 			res = keybrake.ReserveResult{OverCap: oc}
 			return nil
 		}
