@@ -63,3 +63,38 @@ func TestAttackLife_PerRequestCapByRaises(t *testing.T) {
 		}
 	})
 }
+
+// A velocity limit counted reservations, and a capture, confirm, update or
+// increment of an intent the key holds makes none (it acts on the
+// intent's hold): a key limited to one payment_intents.capture an hour
+// captured every authorization it held, and one limited to one confirm an
+// hour confirmed every intent it had made. Such a request counts, when it
+// arrives, in the limits that name it but not the operation that made the
+// hold (which counted the movement then).
+func TestAttackLife_VelocityOnHeldObjects(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"],"guards":{"velocity":[
+			{"name":"one_capture","per":"key","operations":["payment_intents.capture"],"limit":1,"window_seconds":3600},
+			{"name":"one_confirm","per":"key","operations":["payment_intents.confirm"],"limit":1,"window_seconds":3600}]}}`)
+		var pis []string
+		for range 3 {
+			pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa&capture_method=manual")
+			pis = append(pis, id(pi))
+		}
+		a.must(t, 200, "POST", "/v1/payment_intents/"+pis[0]+"/confirm", "")
+		a.must(t, 429, "POST", "/v1/payment_intents/"+pis[1]+"/confirm", "")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+pis[0]+"/capture", "")
+		auth := a.must(t, 200, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa&capture_method=manual&confirm=true")
+		a.must(t, 429, "POST", "/v1/payment_intents/"+id(auth)+"/capture", "")
+		if n, _ := capturedCents(e); n != 1 {
+			t.Fatalf("%d captures under a limit of one an hour", n)
+		}
+		// A limit that also names the operation that made the hold counted
+		// the movement then: authorizing and capturing is one payment.
+		b := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"],"guards":{"velocity":[
+			{"name":"one_payment","per":"key","operations":["payment_intents.create","payment_intents.capture"],"limit":1,"window_seconds":3600}]}}`)
+		auth = b.must(t, 200, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa&capture_method=manual&confirm=true")
+		b.must(t, 200, "POST", "/v1/payment_intents/"+id(auth)+"/capture", "")
+		b.must(t, 429, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa")
+	})
+}
