@@ -19,6 +19,14 @@ type Guards struct {
 	Breaker   *Breaker        `json:"breaker,omitempty"`
 }
 
+// BreakerOf returns g's breaker, nil for none.
+func (g *Guards) BreakerOf() *Breaker {
+	if g == nil {
+		return nil
+	}
+	return g.Breaker
+}
+
 // IsZero reports whether g guards nothing.
 func (g *Guards) IsZero() bool {
 	return g == nil || (g.Duplicate == nil && len(g.Velocity) == 0 && len(g.Rules) == 0 && g.Breaker == nil)

@@ -2,8 +2,10 @@ package http_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	stripego "github.com/stripe/stripe-go/v82"
 )
@@ -96,5 +98,28 @@ func TestAttackLife_VelocityOnHeldObjects(t *testing.T) {
 		auth = b.must(t, 200, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa&capture_method=manual&confirm=true")
 		b.must(t, 200, "POST", "/v1/payment_intents/"+id(auth)+"/capture", "")
 		b.must(t, 429, "POST", "/v1/payment_intents", "amount=500&currency=usd&payment_method=pm_card_visa")
+	})
+}
+
+// The breaker's spend-rate rule suspends a key whose spend in its window
+// runs far above its usual rate. It was decided when a reservation was
+// made, never when a hold was raised: a key that spent $10 an hour made
+// small intents and raised them at once to $900.00 in a minute, and the
+// breaker tripped at its next reservation, after the raised intents had
+// been confirmed.
+func TestAttackLife_BreakerOnRaises(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":5000,"allowed_endpoints":["*"],"guards":{"breaker":{"spend_multiple":10,"spend_window_seconds":3600,"baseline_seconds":39600}}}`)
+		a.must(t, 200, "POST", "/v1/payment_intents", "amount=10000&currency=usd&payment_method=pm_card_visa&confirm=true")
+		e.Clock.Advance(5 * time.Hour)
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=100&currency=usd&payment_method=pm_card_visa")
+		v := a.must(t, http.StatusForbidden, "POST", "/v1/payment_intents/"+id(pi), "amount=90000")
+		if msg := fmt.Sprint(v["error"]); !strings.Contains(msg, "spend_rate") {
+			t.Fatalf("refusal %v", msg)
+		}
+		a.must(t, http.StatusForbidden, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "") // suspended
+		if _, cents := e.SucceededCents("usd"); cents != 10000 {
+			t.Fatalf("%d cents moved after the breaker should have tripped", cents)
+		}
 	})
 }

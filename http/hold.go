@@ -92,6 +92,10 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 		p.deny(w, r, c, c.storeError(err), nil)
 		return false
 	}
+	if res.Guard != nil { // the breaker's spend-rate rule, which the raise tripped
+		p.guardRefused(w, r, c, res.Guard)
+		return false
+	}
 	if res.OverCap != nil {
 		if res.OverCap.Window != keybrake.WindowPerRequest { // which bounds the whole payment
 			res.OverCap.Requested = target.Micros - hold.Micros
