@@ -19,6 +19,14 @@ type Guards struct {
 	Breaker   *Breaker        `json:"breaker,omitempty"`
 }
 
+// BreakerOf returns g's breaker, nil for none.
+func (g *Guards) BreakerOf() *Breaker {
+	if g == nil {
+		return nil
+	}
+	return g.Breaker
+}
+
 // IsZero reports whether g guards nothing.
 func (g *Guards) IsZero() bool {
 	return g == nil || (g.Duplicate == nil && len(g.Velocity) == 0 && len(g.Rules) == 0 && g.Breaker == nil)
@@ -302,9 +310,12 @@ type GuardService interface {
 	// key's guards in the same transaction: the first such limit that
 	// applies and is already at its limit refuses (Guard "velocity",
 	// with RetryAt), and nothing is counted; otherwise the request counts
-	// in every such limit that applies. Exact under concurrency and
-	// across replicas. A key without such limits counts nothing and
-	// refuses nothing. Returns ENOTFOUND for an unknown key.
+	// in every such limit that applies. With args.Held the same is done
+	// with the limits that count reservations and name the operation
+	// (Guards.HeldLimits), serialised with the key's reservations. Exact
+	// under concurrency and across replicas. A key without such limits
+	// counts nothing and refuses nothing. Returns ENOTFOUND for an
+	// unknown key.
 	CountRequest(ctx context.Context, args RequestArgs) (*GuardRefusal, error)
 }
 
@@ -314,6 +325,44 @@ type RequestArgs struct {
 	Operation string
 	Customer  string // what the guards call the request's customer, "" for none
 	Now       time.Time
+	// Held says the request acts on an existing money object and makes no
+	// reservation (a confirm, capture, update or increment of an intent
+	// the key holds, a cancel): it is decided and counted in the limits
+	// of Guards.HeldLimits instead of those that count requests, so that
+	// a limit of one capture an hour also limits captures of held
+	// authorizations. HoldOperation is the operation of the reservation
+	// that made the hold, "" for none.
+	Held          bool
+	HoldOperation string
+}
+
+// HeldLimits returns the key's velocity limits that a request of op on a
+// held object counts in when it arrives (RequestArgs.Held), since it makes
+// no reservation: those that count reservations and name op, but not
+// holdOp, the operation that made the hold, which such a limit counted
+// already (one payment intent created then confirmed is one movement for
+// a limit naming both). A limit that names no operation counts new money,
+// which the hold counted.
+func (g *Guards) HeldLimits(op, holdOp string) []VelocityLimit {
+	if g == nil {
+		return nil
+	}
+	var out []VelocityLimit
+	for _, v := range g.Velocity {
+		if !v.Requests && len(v.Operations) > 0 && v.Applies(op) && (holdOp == "" || !v.Applies(holdOp)) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// countedLimits returns the limits GuardService.CountRequest decides and
+// counts args in.
+func (g *Guards) countedLimits(args RequestArgs) []VelocityLimit {
+	if args.Held {
+		return g.HeldLimits(args.Operation, args.HoldOperation)
+	}
+	return g.RequestLimits()
 }
 
 // RequestLimits returns the key's velocity limits that count requests.
@@ -345,10 +394,15 @@ func (g *Guards) CountsRequests() bool {
 	return false
 }
 
-// RequestCounters returns, for a request of operation for customer at
-// now, the limits among ls that apply to it (deduplicated by scope and
-// limit) and the counters it counts in (one per distinct scope).
-func RequestCounters(ls []VelocityLimit, operation, customer string, now time.Time) (apply []VelocityLimit, counters []GuardCounter) {
+// RequestCounters returns, for the request args of a key with guards g,
+// the limits it is decided by (deduplicated by scope and limit) and the
+// counters it counts in (one per distinct scope): the limits that count
+// requests, or for a request on a held object those of HeldLimits.
+func RequestCounters(g *Guards, args RequestArgs, now time.Time) (apply []VelocityLimit, counters []GuardCounter) {
+	return requestCounters(g.countedLimits(args), args.Operation, args.Customer, now)
+}
+
+func requestCounters(ls []VelocityLimit, operation, customer string, now time.Time) (apply []VelocityLimit, counters []GuardCounter) {
 	seen, probed := map[string]bool{}, map[string]bool{}
 	for _, v := range ls {
 		if !v.Applies(operation) || (v.Per == PerCustomer && customer == "") {

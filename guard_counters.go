@@ -2,6 +2,8 @@ package keybrake
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,6 +151,28 @@ func spendScopes(b *Breaker) (recent, base string) {
 type SpendProbe struct {
 	Recent, Base           string
 	RecentSince, BaseSince int64
+}
+
+// SpendRateTrips reports whether recent, spent in the breaker's spend
+// window, is over SpendMultiple times the average per spend window of
+// before, spent in the rest of the baseline. No baseline spend, no rate:
+// it never trips. Computed exactly, in integers.
+func (b *Breaker) SpendRateTrips(recent, before int64) bool {
+	if before <= 0 || b.SpendMultiple <= 0 {
+		return false
+	}
+	// recent / w > x * before / (base - w)  ⇔  recent·(base-w) > x·before·w
+	lhs := new(big.Int).Mul(big.NewInt(recent), big.NewInt(b.BaselineSeconds-b.SpendWindowSeconds))
+	rhs := new(big.Int).Mul(big.NewInt(b.SpendMultiple), big.NewInt(before))
+	rhs.Mul(rhs, big.NewInt(b.SpendWindowSeconds))
+	return lhs.Cmp(rhs) > 0
+}
+
+// SpendRateReason is the suspension reason of a spend-rate trip with
+// recent micros reserved in the spend window.
+func (b *Breaker) SpendRateReason(recent int64) string {
+	return fmt.Sprintf("breaker %s: $%s reserved in %ds, over %d times the key's rate in the %ds before",
+		BreakerSpendRate, Micros(recent), b.SpendWindowSeconds, b.SpendMultiple, b.BaselineSeconds)
 }
 
 // Probe returns the counters b's spend-rate rule reads at now.

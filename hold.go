@@ -59,10 +59,13 @@ type HoldService interface {
 
 	// RaiseHold raises a live reservation (reserved, held or uncertain) to
 	// args.Micros, counting only the difference, checked against every cap
-	// of the key in the reservation's own day and month, in one transaction
-	// that reads the key's current policy. An amount at or below what is
+	// of the key in the reservation's own day and month (CheckRaise: the
+	// per-request cap against the whole of args.Micros, as the object is
+	// one payment), in one transaction that reads the key's current policy. An amount at or below what is
 	// held changes nothing. Over a cap it changes nothing and returns
-	// OverCap. Returns ENOTFOUND for an unknown reservation, ECONFLICT for a
+	// OverCap. The breaker's spend-rate rule decides the difference as a
+	// reservation of it: a raise that trips it changes nothing, suspends
+	// the key in the same transaction and returns Guard. Returns ENOTFOUND for an unknown reservation, ECONFLICT for a
 	// settled or released one, EUNAUTHORIZED if the key was revoked or
 	// expired.
 	RaiseHold(ctx context.Context, args RaiseArgs) (ReserveResult, error)

@@ -222,6 +222,19 @@ type Store interface {
 	Close() error
 }
 
+// CheckRaise is CheckCaps for raising a hold from held to target micros:
+// the windows count the difference, but the per-request cap bounds the
+// whole target, since the object is one payment however many raises it
+// took (a $40 intent raised $49 at a time must not reach $1,000 under a
+// $50 per-request cap).
+func CheckRaise(caps Caps, spent Spend, held, target Micros, now time.Time, loc *time.Location) *OverCap {
+	if caps.PerRequest != nil && target > *caps.PerRequest {
+		return &OverCap{Window: WindowPerRequest, Cap: *caps.PerRequest, Requested: target}
+	}
+	caps.PerRequest = nil
+	return CheckCaps(caps, spent, target-held, now, loc)
+}
+
 // CheckCaps returns the first window, in the order per request, daily,
 // monthly, total, in which spent plus m would exceed the cap, or nil when
 // every cap holds. Landing exactly on a cap passes. Daily and monthly reset

@@ -28,3 +28,26 @@ func (p *proxy) countRequest(w http.ResponseWriter, r *http.Request, c *call) bo
 	}
 	return true
 }
+
+// countHeld is countRequest for a request on a money object that makes no
+// reservation (it acts on the object's hold, or cancels it): the velocity
+// limits that count reservations and name its operation, but not the one
+// that made the hold, count it when it arrives (keybrake.Guards.HeldLimits),
+// so that a limit of one capture an hour limits captures of the
+// authorizations the key holds too. holdOp is the operation that made the
+// hold, "" for none.
+func (p *proxy) countHeld(w http.ResponseWriter, r *http.Request, c *call, holdOp string) bool {
+	if len(c.key.Guards.HeldLimits(c.req.Label, holdOp)) == 0 {
+		return true
+	}
+	g, err := p.s.Store.CountRequest(r.Context(), keybrake.RequestArgs{KeyID: c.key.ID, Operation: c.req.Label, Customer: guardCustomer(c.req.Params), Now: p.s.Now(), Held: true, HoldOperation: holdOp})
+	if err != nil {
+		p.deny(w, r, c, c.storeError(err), nil)
+		return false
+	}
+	if g != nil {
+		p.guardRefused(w, r, c, g)
+		return false
+	}
+	return true
+}

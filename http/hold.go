@@ -22,7 +22,9 @@ const lockMargin = 30 * time.Second
 // hold made by an earlier request is raised by the difference when the
 // request raises the amount (RaiseHold, under every cap); with nothing
 // held, the request is priced (by lookup) and reserved like a new one and
-// becomes the object's hold. A cancel reserves nothing. The caller unlocks.
+// becomes the object's hold. A cancel reserves nothing. A request that
+// makes no reservation counts in the velocity limits naming it
+// (countHeld). The caller unlocks.
 // It writes the refusal and returns false when the request must not be
 // forwarded.
 func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Holder, object string, cancel bool) bool {
@@ -43,8 +45,9 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 	if cancel {
 		if hold != nil && hold.Live() {
 			c.rsv, c.held = hold, true
+			return p.countHeld(w, r, c, hold.Operation)
 		}
-		return true
+		return p.countHeld(w, r, c, "")
 	}
 	if hold == nil || !hold.Live() {
 		price := func() (VendorCost, error) { return h.Target(r.Context(), c.key, c.req, nil) }
@@ -55,6 +58,9 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 			p.link(r.Context(), c, object)
 		}
 		return true
+	}
+	if !p.countHeld(w, r, c, hold.Operation) {
+		return false
 	}
 	held := VendorCost{Amount: hold.Amount, Currency: hold.Currency, Micros: hold.Micros}
 	target, err := h.Target(r.Context(), c.key, c.req, &held)
@@ -86,8 +92,14 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 		p.deny(w, r, c, c.storeError(err), nil)
 		return false
 	}
+	if res.Guard != nil { // the breaker's spend-rate rule, which the raise tripped
+		p.guardRefused(w, r, c, res.Guard)
+		return false
+	}
 	if res.OverCap != nil {
-		res.OverCap.Requested = target.Micros - hold.Micros
+		if res.OverCap.Window != keybrake.WindowPerRequest { // which bounds the whole payment
+			res.OverCap.Requested = target.Micros - hold.Micros
+		}
 		p.overCap(w, r, c, res.OverCap)
 		return false
 	}

@@ -14,7 +14,10 @@ import (
 // that count requests. Requests of one key are serialised by an advisory
 // lock of their own, not the key row lock: a read never waits for a
 // reservation of its key, and the counters it reads (scopes "q:…") are
-// written by no reservation. See keybrake.GuardService.
+// written by no reservation. A request on a held object (args.Held) counts
+// in limits that reservations count in too (scopes "v:…"), so it also
+// takes the key row lock, as keybrake_reserve does. See
+// keybrake.GuardService.
 func (s *Store) CountRequest(ctx context.Context, args keybrake.RequestArgs) (*keybrake.GuardRefusal, error) {
 	now := args.Now
 	if now.IsZero() && s.Now != nil {
@@ -32,8 +35,12 @@ func (s *Store) CountRequest(ctx context.Context, args keybrake.RequestArgs) (*k
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('keybrake-requests:' || $1, 0))`, args.KeyID); err != nil {
 			return err
 		}
+		q := `SELECT guards FROM keys WHERE id = $1`
+		if args.Held {
+			q += ` FOR NO KEY UPDATE` // see 0002 for why NO KEY
+		}
 		var raw []byte
-		if err := tx.QueryRow(ctx, `SELECT guards FROM keys WHERE id = $1`, args.KeyID).Scan(&raw); err != nil {
+		if err := tx.QueryRow(ctx, q, args.KeyID).Scan(&raw); err != nil {
 			return notFound(err, "No such key: %s.", args.KeyID)
 		}
 		var g keybrake.Guards
@@ -42,7 +49,7 @@ func (s *Store) CountRequest(ctx context.Context, args keybrake.RequestArgs) (*k
 				return fmt.Errorf("key %s: guards: %w", args.KeyID, err)
 			}
 		}
-		limits, counters := keybrake.RequestCounters(g.RequestLimits(), args.Operation, args.Customer, now)
+		limits, counters := keybrake.RequestCounters(&g, args, now)
 		for _, v := range limits {
 			scope, since := v.Scope(args.Customer), v.Since(now)
 			var n int64

@@ -152,9 +152,20 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 			return err
 		}
 		delta := args.Micros - r.Micros
-		if oc := keybrake.CheckCaps(k.Caps, keybrake.Spend{Day: c.day, Month: c.month, Total: c.total}, delta, now, loc); oc != nil {
+		if oc := keybrake.CheckRaise(k.Caps, keybrake.Spend{Day: c.day, Month: c.month, Total: c.total}, r.Micros, args.Micros, now, loc); oc != nil {
 			res = keybrake.ReserveResult{OverCap: oc}
 			return nil
+		}
+		if b := k.Guards.BreakerOf(); b != nil && b.SpendMultiple > 0 {
+			reason, err := spendRateOnRaise(ctx, tx, k.ID, b, delta, now)
+			if err != nil {
+				return err
+			}
+			if reason != "" {
+				res = keybrake.ReserveResult{Guard: &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: keybrake.BreakerSpendRate, Suspended: true}}
+				_, err := tx.Exec(ctx, `UPDATE keys SET suspended_at = $2, suspended_reason = $3, updated_at = $2 WHERE id = $1 AND suspended_at IS NULL`, k.ID, now, reason)
+				return err
+			}
 		}
 		uncertain := keybrake.Micros(0)
 		if r.State == keybrake.StateUncertain {
@@ -272,4 +283,23 @@ func (s *Store) HeldObjects(ctx context.Context, keyID string, objectIDs []strin
 		out[id] = true
 	}
 	return out, s.wrap("held objects", rows.Err())
+}
+
+// spendRateOnRaise decides the breaker's spend-rate rule b on a hold
+// raised by m at now, as keybrake_guard_check does on a reservation of m:
+// it returns the suspension's reason when the raise trips it, "" when not.
+func spendRateOnRaise(ctx context.Context, tx pgx.Tx, keyID string, b *keybrake.Breaker, m keybrake.Micros, now time.Time) (string, error) {
+	p := b.Probe(now)
+	var recent, base int64
+	err := tx.QueryRow(ctx, `SELECT
+		(SELECT coalesce(sum(micros), 0)::bigint FROM guard_counters WHERE key_id = $1 AND scope = $2 AND bucket >= $3),
+		(SELECT coalesce(sum(micros), 0)::bigint FROM guard_counters WHERE key_id = $1 AND scope = $4 AND bucket >= $5)`,
+		keyID, p.Recent, p.RecentSince, p.Base, p.BaseSince).Scan(&recent, &base)
+	if err != nil {
+		return "", err
+	}
+	if b.SpendRateTrips(recent+int64(m), base-recent) {
+		return b.SpendRateReason(recent + int64(m)), nil
+	}
+	return "", nil
 }

@@ -49,3 +49,25 @@ func TestMigrate_KeyPolicy(t *testing.T) {
 		}
 	}
 }
+
+// 0031_velocity_aliases names the aliases of every operation a
+// velocity limit saved before them names (storetest.CheckVelocityAliases).
+func TestAttackLife_LegacyVelocityAliases(t *testing.T) {
+	ctx := context.Background()
+	dsn := MustDatabase(t, MustServerDSN(t))
+	s := MustOpen(t, dsn)
+	storetest.MustCreateLegacyVelocityKey(t, s, "key_legacy")
+	s.Close()
+
+	// Put the schema back as it was before 0031.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `DELETE FROM schema_migrations WHERE name LIKE '%0031_velocity_aliases.sql'`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+
+	storetest.CheckVelocityAliases(t, MustOpen(t, dsn), "key_legacy")
+}

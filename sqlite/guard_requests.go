@@ -30,7 +30,7 @@ func (s *Store) CountRequest(ctx context.Context, args keybrake.RequestArgs) (*k
 		if err != nil || plan == nil {
 			return wrap(err, "count request on key %s: decode guards", args.KeyID)
 		}
-		limits, counters := keybrake.RequestCounters(plan.g.RequestLimits(), args.Operation, args.Customer, now)
+		limits, counters := keybrake.RequestCounters(plan.g, args, now)
 		if len(limits) == 0 {
 			return nil
 		}

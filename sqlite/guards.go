@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"strings"
 	"sync"
 	"time"
@@ -233,27 +232,11 @@ func breakerTrips(b *keybrake.Breaker, in *keybrake.Reservation, p *guardProbe) 
 	}
 	if p.text.spend {
 		recent := p.recent + int64(in.Micros)
-		if SpendRateTrips(recent, p.base-p.recent, b) {
-			return keybrake.BreakerSpendRate, fmt.Sprintf("breaker %s: $%s reserved in %ds, over %d times the key's rate in the %ds before",
-				keybrake.BreakerSpendRate, keybrake.Micros(recent), b.SpendWindowSeconds, b.SpendMultiple, b.BaselineSeconds)
+		if b.SpendRateTrips(recent, p.base-p.recent) {
+			return keybrake.BreakerSpendRate, b.SpendRateReason(recent)
 		}
 	}
 	return "", ""
-}
-
-// SpendRateTrips reports whether recent, spent in the breaker's spend
-// window, is over SpendMultiple times the average per spend window of
-// before, spent in the rest of the baseline. No baseline spend, no rate:
-// it never trips. Computed exactly, in integers.
-func SpendRateTrips(recent, before int64, b *keybrake.Breaker) bool {
-	if before <= 0 || b.SpendMultiple <= 0 {
-		return false
-	}
-	// recent / w > x * before / (base - w)  ⇔  recent·(base-w) > x·before·w
-	lhs := new(big.Int).Mul(big.NewInt(recent), big.NewInt(b.BaselineSeconds-b.SpendWindowSeconds))
-	rhs := new(big.Int).Mul(big.NewInt(b.SpendMultiple), big.NewInt(before))
-	rhs.Mul(rhs, big.NewInt(b.SpendWindowSeconds))
-	return lhs.Cmp(rhs) > 0
 }
 
 // repeats counts the key's reservations and recorded refusals of

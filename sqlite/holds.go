@@ -166,9 +166,19 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 		if err := tx.QueryRowContext(ctx, qSpend, r.KeyID, r.Day, r.Month).Scan(&spent.Day, &spent.Month, &spent.Total, &spent.Uncertain, &spent.Held); err != nil {
 			return wrap(err, "raise %s", r.ID)
 		}
-		if oc := overCap(st.key.Caps, spent, args.Micros-r.Micros, now, st.loc); oc != nil {
+		if oc := keybrake.CheckRaise(st.key.Caps, spent, r.Micros, args.Micros, now, st.loc); oc != nil {
 			res = keybrake.ReserveResult{OverCap: oc}
 			return nil
+		}
+		if st.plan != nil && st.plan.g.Breaker != nil && st.plan.g.Breaker.SpendMultiple > 0 {
+			reason, err := s.spendRateOnRaise(ctx, tx, r.KeyID, st.plan.g.Breaker, args.Micros-r.Micros, now)
+			if err != nil {
+				return err
+			}
+			if reason != "" {
+				res = keybrake.ReserveResult{Guard: &keybrake.GuardRefusal{Guard: keybrake.GuardBreaker, Rule: keybrake.BreakerSpendRate, Suspended: true}}
+				return s.suspendIn(ctx, tx, r.KeyID, reason, now)
+			}
 		}
 		r.Micros, r.Amount, r.Currency, r.UpdatedAt = args.Micros, args.Amount, args.Currency, now
 		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET micros = ?, amount = ?, currency = ?, updated_at = ? WHERE id = ?`,
@@ -275,4 +285,23 @@ func (s *Store) HeldObjects(ctx context.Context, keyID string, objectIDs []strin
 		out[id] = true
 	}
 	return out, wrap(rows.Err(), "held objects")
+}
+
+// spendRateOnRaise decides the breaker's spend-rate rule b on a hold
+// raised by m at now, as on a reservation of m: it returns the
+// suspension's reason when the raise trips it, "" when not.
+func (s *Store) spendRateOnRaise(ctx context.Context, tx *sql.Tx, keyID string, b *keybrake.Breaker, m keybrake.Micros, now time.Time) (string, error) {
+	p := b.Probe(now)
+	var recent, base int64
+	err := tx.QueryRowContext(ctx, `SELECT
+		(SELECT COALESCE(SUM(micros), 0) FROM guard_counters WHERE key_id = ?1 AND scope = ?2 AND bucket >= ?3),
+		(SELECT COALESCE(SUM(micros), 0) FROM guard_counters WHERE key_id = ?1 AND scope = ?4 AND bucket >= ?5)`,
+		keyID, p.Recent, p.RecentSince, p.Base, p.BaseSince).Scan(&recent, &base)
+	if err != nil {
+		return "", wrap(err, "breaker on key %s", keyID)
+	}
+	if b.SpendRateTrips(recent+int64(m), base-recent) {
+		return b.SpendRateReason(recent + int64(m)), nil
+	}
+	return "", nil
 }

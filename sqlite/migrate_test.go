@@ -132,3 +132,25 @@ func TestMigrate_KeyPolicy(t *testing.T) {
 		}
 	}
 }
+
+// 0027_velocity_aliases names the aliases of every operation a
+// velocity limit saved before them names: a limit of one refunds.create an
+// hour did not count POST /v1/charges/{id}/refund until an admin saved it
+// again, so a key refunded at will by the legacy path.
+func TestAttackLife_LegacyVelocityAliases(t *testing.T) {
+	s, path := MustOpen(t)
+	storetest.MustCreateLegacyVelocityKey(t, s, "key_legacy")
+	s.Close()
+
+	// Put the file back as it was before 0027.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE name = '0027_velocity_aliases.sql'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	storetest.CheckVelocityAliases(t, MustReopen(t, path), "key_legacy")
+}

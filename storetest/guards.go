@@ -345,6 +345,30 @@ func testGuards(t *testing.T, open opener) {
 		checkBreakerEvent(t, s, "key_a", keybrake.BreakerSpendRate)
 	})
 
+	t.Run("BreakerSpendRateOnRaise", func(t *testing.T) {
+		// Raising a hold is decided by the spend-rate rule like a
+		// reservation of the difference: a burst of raises trips it.
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{SpendMultiple: 10, SpendWindowSeconds: 3600, BaselineSeconds: 11 * 3600}})
+		reserveGuarded(t, s, NewCharge("key_a", "i0", "cus_1", USD(100)), T0)
+		now := T0.Add(5 * time.Hour)
+		h := MustHold(t, s, "key_a", "i1", "pi_1", USD(1), now, now.Add(time.Hour))
+		res, err := s.RaiseHold(ctx, keybrake.RaiseArgs{ID: h.ID, Amount: 10000, Currency: "usd", Micros: USD(100), Now: now})
+		if err != nil || res.Guard != nil || res.OverCap != nil {
+			t.Fatalf("raise to exactly 10x: %+v, %v", res, err)
+		}
+		res, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: h.ID, Amount: 10001, Currency: "usd", Micros: USD(100) + 1, Now: now})
+		if err != nil || res.Guard == nil || res.Guard.Rule != keybrake.BreakerSpendRate || !res.Guard.Suspended {
+			t.Fatalf("raise over 10x: %+v, %v", res, err)
+		}
+		if k := mustFindKey(t, s, "key_a"); k.SuspendedAt == nil || !strings.Contains(k.SuspendedReason, keybrake.BreakerSpendRate) {
+			t.Fatalf("key after the tripping raise: %+v", k)
+		}
+		if got := mustFindReservation(t, s, h.ID); got.Micros != USD(100) {
+			t.Fatalf("a refused raise changed the hold: %+v", got)
+		}
+	})
+
 	t.Run("BreakerRefusalBurst", func(t *testing.T) {
 		s := open(t)
 		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{RefusalBurst: 3, RefusalWindowSeconds: 10}})

@@ -91,6 +91,55 @@ func testGuardRequests(t *testing.T, open opener) {
 		wantCode(t, err, keybrake.ENOTFOUND)
 	})
 
+	t.Run("Held", func(t *testing.T) {
+		// A request on a held object (a capture of an authorization the
+		// key holds) makes no reservation: it counts in the limits that
+		// count reservations and name it, shared with reservations of the
+		// same operation, exactly under concurrency.
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Velocity: []keybrake.VelocityLimit{
+			{Name: "captures", Per: keybrake.PerKey, Operations: []string{"payment_intents.capture"}, Limit: 50, WindowSeconds: 3600},
+		}})
+		held := func(op string, i int) (*keybrake.GuardRefusal, error) {
+			return s.CountRequest(ctx, keybrake.RequestArgs{KeyID: "key_a", Operation: op, Now: T0.Add(time.Duration(i%30) * time.Second), Held: true})
+		}
+		// An operation no limit names counts nowhere, nor one whose hold
+		// a limit naming it already counted.
+		for i := range 3 {
+			if g, err := held("payment_intents.confirm", i); g != nil || err != nil {
+				t.Fatalf("a confirm no limit names: %+v, %v", g, err)
+			}
+			g, err := s.CountRequest(ctx, keybrake.RequestArgs{KeyID: "key_a", Operation: "payment_intents.capture", Now: T0, Held: true, HoldOperation: "payment_intents.capture"})
+			if g != nil || err != nil {
+				t.Fatalf("a capture of a hold a capture made: %+v, %v", g, err)
+			}
+		}
+		var passed, refused atomic.Int64
+		run200(t, func(i int) error {
+			if i%4 == 0 { // a capture of an object the key did not hold: a reservation
+				r := NewReservation("key_a", "idem_"+string(rune('a'+i/26))+string(rune('a'+i%26)), USD(1))
+				r.Operation = "payment_intents.capture"
+				res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: r, Now: T0.Add(time.Duration(i%30) * time.Second)})
+				if err == nil && res.Guard == nil {
+					passed.Add(1)
+				} else if res.Guard != nil && res.Guard.Rule == "captures" {
+					refused.Add(1)
+				}
+				return err
+			}
+			g, err := held("payment_intents.capture", i)
+			if g == nil && err == nil {
+				passed.Add(1)
+			} else if g != nil {
+				refused.Add(1)
+			}
+			return err
+		})
+		if passed.Load() != 50 || refused.Load() != 150 {
+			t.Fatalf("captures passed %d, refused %d; want exactly 50 and 150", passed.Load(), refused.Load())
+		}
+	})
+
 	t.Run("ExactUnder200Concurrent", func(t *testing.T) {
 		s := open(t)
 		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, perKey(50))

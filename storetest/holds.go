@@ -189,6 +189,22 @@ func testHolds(t *testing.T, open opener) {
 		_, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: "rsv_nope", Micros: USD(21), Now: later})
 		wantCode(t, err, keybrake.ENOTFOUND)
 	})
+	t.Run("RaisePerRequest", func(t *testing.T) {
+		// The per-request cap bounds the object's whole amount, one
+		// payment however many raises made it; the windows the difference.
+		s := open(t)
+		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{PerRequest: Ptr(USD(50)), Total: Ptr(USD(500))})
+		r := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(40), T0, T0.Add(time.Hour))
+		res, err := s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 5000, Currency: "usd", Micros: USD(50), Now: later})
+		if err != nil || res.OverCap != nil || res.Reservation.Micros != USD(50) {
+			t.Fatalf("raise to the per-request cap = %+v, %v", res, err)
+		}
+		res, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 8900, Currency: "usd", Micros: USD(89), Now: later})
+		if err != nil || res.OverCap == nil || res.OverCap.Window != keybrake.WindowPerRequest || res.OverCap.Requested != USD(89) {
+			t.Fatalf("raise by $39 to $89 under a $50 per-request cap = %+v, %v", res, err)
+		}
+		wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(50), Month: USD(50), Total: USD(50), Held: USD(50)})
+	})
 	t.Run("RaiseOnRevokedKey", func(t *testing.T) {
 		s := open(t)
 		MustCreateKey(t, s, NewKey("key_a"))

@@ -45,3 +45,13 @@ var aliasesOf = func() map[string][]string {
 func Aliases(name string) []string {
 	return append([]string(nil), aliasesOf[name]...)
 }
+
+// AliasGroups returns every group of names of one operation (see
+// Aliases), for migrations of policies stored before a group was known.
+func AliasGroups() [][]string {
+	out := make([][]string, len(aliasGroups))
+	for i, g := range aliasGroups {
+		out[i] = append([]string(nil), g...)
+	}
+	return out
+}

@@ -234,7 +234,9 @@ func idParam(form *Form, name string) (string, error) {
 //   - payment_intents.increment_authorization: the amount param (the new
 //     total, required), in the currency of the looked-up intent.
 //   - payment_intents.confirm: held when something is held (it moves at
-//     most what the object can); else what Price says.
+//     most what the object can); else what Price says. With
+//     amount_to_confirm, that amount in the looked-up intent's currency,
+//     as an increment.
 //   - payment_intents.capture, charges.capture: held, or the amount_to_capture
 //     (amount) param in the object's looked-up currency when that is worth
 //     more than held (an overcapture); with nothing held, what Price says.
@@ -264,8 +266,8 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 		return Price{}, err
 	}
 	pr := Price{Amount: base.Amount, Currency: base.Currency}
-	if form.Has("amount") || op.Name == "payment_intents.increment_authorization" {
-		amount, err := amountParam(form, "amount")
+	if param := raisedAmount(op); form.Has(param) || op.Name == "payment_intents.increment_authorization" {
+		amount, err := amountParam(form, param)
 		if err != nil {
 			return Price{}, err
 		}
@@ -282,6 +284,14 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 		return Price{}, err
 	}
 	return pr, nil
+}
+
+// raisedAmount is the parameter carrying the amount op raises its intent to.
+func raisedAmount(op Operation) string {
+	if op.Name == "payment_intents.confirm" {
+		return amountToConfirm
+	}
+	return "amount"
 }
 
 // overcapture returns held, or a capture's amount when it is worth more

@@ -100,13 +100,21 @@ func HoldsObject(op Operation) bool {
 }
 
 // Raises reports whether op with form can raise what its object can move:
-// an update that sets amount or currency, an increment of an authorization.
+// an update that sets amount or currency, an increment of an authorization,
+// a confirmation at another amount than the intent's (amount_to_confirm).
 func Raises(op Operation, form *Form) bool {
 	switch op.Name {
 	case "payment_intents.update":
 		return form != nil && (form.Has("amount") || form.Has("currency"))
+	case "payment_intents.confirm":
+		return form != nil && form.Has(amountToConfirm)
 	case "payment_intents.increment_authorization":
 		return true
 	}
 	return false
 }
+
+// amountToConfirm is the confirm parameter (API 2026-04-22, secret keys
+// only) that confirms an intent at another amount than its own, a
+// surcharge added for one: the intent then moves that amount.
+const amountToConfirm = "amount_to_confirm"

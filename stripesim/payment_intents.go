@@ -269,7 +269,13 @@ func updatePaymentIntent(s *Server, c *call) (any, *apiError) {
 // client_secret; a client_secret sent must match either way.
 func confirmPaymentIntent(s *Server, c *call) (any, *apiError) {
 	f := c.form
-	if aerr := allow(f, append([]string{"payment_method", "capture_method", "client_secret"}, piIgnored...)...); aerr != nil {
+	if aerr := allow(f, append([]string{"payment_method", "capture_method", "client_secret", "amount_to_confirm"}, piIgnored...)...); aerr != nil {
+		return nil, aerr
+	}
+	// amount_to_confirm (API 2026-04-22) confirms another amount than the
+	// intent's, a surcharge added for one: the intent's amount becomes it.
+	toConfirm, hasAmount, aerr := amountParam(f, "amount_to_confirm")
+	if aerr != nil {
 		return nil, aerr
 	}
 	pi, aerr := s.paymentIntent(c)
@@ -296,6 +302,12 @@ func confirmPaymentIntent(s *Server, c *call) (any, *apiError) {
 	}
 	if upd.PaymentMethod == "" {
 		return nil, errMissingPaymentMethod()
+	}
+	if hasAmount {
+		if aerr := checkAmount("amount_to_confirm", toConfirm, upd.Currency, true); aerr != nil {
+			return nil, aerr
+		}
+		upd.Amount = toConfirm
 	}
 	*pi = upd
 	if aerr := s.confirm(c, pi); aerr != nil {

@@ -18,6 +18,9 @@ func (s *Server) publishableScope(method, path string, c *call) (string, *apiErr
 			"This API call cannot be made with a publishable API key. Please use a secret API key. "+
 				"You can find a list of your API keys at https://dashboard.stripe.com/account/apikeys.")
 	}
+	if c.form.Has("amount_to_confirm") {
+		return "", invalid("", "amount_to_confirm", "amount_to_confirm can only be set with a secret key.")
+	}
 	secret, aerr := required(c.form, "client_secret")
 	if aerr != nil {
 		return "", aerr
