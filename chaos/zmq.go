@@ -98,6 +98,13 @@ func driveZMQRequest(ctx context.Context, r *run, dealer bool) error {
 	endpoint := "tcp://" + w.sock.Addr().String()
 	w.wg.Add(1)
 	go w.serve(wctx)
+	// Past the run's deadline the ROUTER stops accepting; closing it then
+	// resets the connections still waiting for its greeting, which a
+	// client's Dial would otherwise wait for forever.
+	go func() {
+		<-wctx.Done()
+		w.sock.Close()
+	}()
 
 	errc := make(chan error, zmqClients)
 	var clients sync.WaitGroup
@@ -132,20 +139,34 @@ type zmqClient struct {
 	tag      string // the REQ socket's creation time, which the seed puts in the key
 }
 
-func (c *zmqClient) open() error {
+// open makes a new socket and dials the ROUTER. zmq4's Dial reads the
+// peer's greeting with no deadline, so open gives up when ctx ends, leaving
+// the dial to fail once the ROUTER closes.
+func (c *zmqClient) open(ctx context.Context) error {
+	var sock zmq4.Socket
 	if c.dealer {
 		id := make([]byte, 5)
 		rand.Read(id[1:])
-		c.sock = zmq4.NewDealer(context.Background(), zmqOptions(zmq4.WithID(zmq4.SocketIdentity(id)))...)
+		sock = zmq4.NewDealer(context.Background(), zmqOptions(zmq4.WithID(zmq4.SocketIdentity(id)))...)
 	} else {
-		c.sock = zmq4.NewReq(context.Background(), zmqOptions()...)
+		sock = zmq4.NewReq(context.Background(), zmqOptions()...)
 	}
-	c.tag = strconv.FormatInt(time.Now().UnixNano(), 10)
-	if err := c.sock.Dial(c.endpoint); err != nil {
-		c.sock.Close()
-		c.sock = nil
-		return err
+	dialed := make(chan error, 1)
+	go func() { dialed <- sock.Dial(c.endpoint) }()
+	select {
+	case err := <-dialed:
+		if err != nil {
+			sock.Close()
+			return err
+		}
+	case <-ctx.Done():
+		go func() {
+			<-dialed
+			sock.Close()
+		}()
+		return ctx.Err()
 	}
+	c.sock, c.tag = sock, strconv.FormatInt(time.Now().UnixNano(), 10)
 	return nil
 }
 
@@ -161,7 +182,7 @@ func (c *zmqClient) send(ctx context.Context, i int, body []byte) error {
 	want := strconv.Itoa(i)
 	for ctx.Err() == nil {
 		if c.sock == nil {
-			if err := c.open(); err != nil {
+			if err := c.open(ctx); err != nil {
 				return fmt.Errorf("zmq connect: %w", err)
 			}
 		}
