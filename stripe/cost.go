@@ -233,8 +233,10 @@ func idParam(form *Form, name string) (string, error) {
 //     currency are those of the hold's largest value, not the intent's).
 //   - payment_intents.increment_authorization: the amount param (the new
 //     total, required), in the currency of the looked-up intent.
-//   - payment_intents.confirm: held when something is held (it moves at
-//     most what the object can); else what Price says.
+//   - payment_intents.confirm: with amount_to_confirm, that amount in the
+//     looked-up intent's currency, or the intent's amount if larger;
+//     without, held when something is held (it moves at most what the
+//     object can), else what Price says.
 //   - payment_intents.capture, charges.capture: held, or the amount_to_capture
 //     (amount) param in the object's looked-up currency when that is worth
 //     more than held (an overcapture); with nothing held, what Price says.
@@ -277,6 +279,13 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 			return Price{}, err
 		}
 		pr.Currency = c
+	}
+	if op.Name == "payment_intents.confirm" {
+		amount, err := amountParam(form, "amount_to_confirm")
+		if err != nil {
+			return Price{}, err
+		}
+		pr.Amount = max(pr.Amount, amount) // a lower one may leave the rest confirmable
 	}
 	if pr.Micros, err = p.Rates.ToMicros(pr.Amount, pr.Currency); err != nil {
 		return Price{}, err

@@ -99,12 +99,32 @@ func HoldsObject(op Operation) bool {
 	return false
 }
 
+// MadeBy returns the operation that creates the object an operation on an
+// existing money object (HoldsObject) acts on: payment_intents.create for
+// every write to a payment intent, charges.create for charges.capture; ""
+// for any other. A policy bounding what the creation makes movable must
+// also bound what a later write raises it to.
+func MadeBy(name string) string {
+	switch name {
+	case "payment_intents.confirm", "payment_intents.update", "payment_intents.capture",
+		"payment_intents.cancel", "payment_intents.increment_authorization":
+		return "payment_intents.create"
+	case "charges.capture":
+		return "charges.create"
+	}
+	return ""
+}
+
 // Raises reports whether op with form can raise what its object can move:
-// an update that sets amount or currency, an increment of an authorization.
+// an update that sets amount or currency, an increment of an authorization,
+// a confirm with amount_to_confirm (which Stripe confirms instead of the
+// intent's amount, a surcharge for instance).
 func Raises(op Operation, form *Form) bool {
 	switch op.Name {
 	case "payment_intents.update":
 		return form != nil && (form.Has("amount") || form.Has("currency"))
+	case "payment_intents.confirm":
+		return form != nil && form.Has("amount_to_confirm")
 	case "payment_intents.increment_authorization":
 		return true
 	}

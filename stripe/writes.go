@@ -16,7 +16,7 @@ var writeRules = concat(
 	),
 	family("Payment intents",
 		own("payment_intents.create", ClassPriced, "held by keybrake: reserves the amount when created, confirmed or not (its client secret can confirm it without keybrake)"),
-		own("payment_intents.confirm", ClassPriced, "settles against the intent's hold; with none, priced by looking the intent up"),
+		own("payment_intents.confirm", ClassPriced, "settles against the intent's hold; with none, priced by looking the intent up; amount_to_confirm above the hold raises it first"),
 		own("payment_intents.capture", ClassPriced, "settles against the intent's hold: the uncaptured rest is released"),
 		own("payment_intents.update", ClassPriced, "raises the intent's hold by the difference when it raises the amount or changes the currency"),
 		own("payment_intents.cancel", ClassPriced, "releases the intent's hold once Stripe cancels it"),

@@ -266,10 +266,12 @@ func updatePaymentIntent(s *Server, c *call) (any, *apiError) {
 
 // confirmPaymentIntent serves POST /v1/payment_intents/{id}/confirm, with
 // the secret key or, from a browser, with a publishable key and the
-// client_secret; a client_secret sent must match either way.
+// client_secret; a client_secret sent must match either way. The secret
+// key may send amount_to_confirm: that amount, not the intent's, is
+// confirmed (a surcharge), and becomes the intent's amount.
 func confirmPaymentIntent(s *Server, c *call) (any, *apiError) {
 	f := c.form
-	if aerr := allow(f, append([]string{"payment_method", "capture_method", "client_secret"}, piIgnored...)...); aerr != nil {
+	if aerr := allow(f, append([]string{"payment_method", "capture_method", "client_secret", "amount_to_confirm"}, piIgnored...)...); aerr != nil {
 		return nil, aerr
 	}
 	pi, aerr := s.paymentIntent(c)
@@ -288,6 +290,17 @@ func confirmPaymentIntent(s *Server, c *call) (any, *apiError) {
 		return nil, errPIState("confirm", pi, confirmable...)
 	}
 	upd := *pi
+	if n, ok, aerr := amountParam(f, "amount_to_confirm"); aerr != nil {
+		return nil, aerr
+	} else if ok {
+		if f.Has("client_secret") {
+			return nil, invalid("", "amount_to_confirm", "amount_to_confirm can only be sent with a secret key.")
+		}
+		if aerr := checkAmount("amount_to_confirm", n, upd.Currency, true); aerr != nil {
+			return nil, aerr
+		}
+		upd.Amount = n
+	}
 	if aerr := setCaptureMethod(f, &upd); aerr != nil {
 		return nil, aerr
 	}
