@@ -23,7 +23,7 @@ import (
 // key without allow_unpriced, and a standalone intent for every key, still
 // get null.
 func TestSecret_AllowUnpricedKeepsInvoiceIntentSecret(t *testing.T) {
-	up := &invoiceIntents{}
+	up := &intentPages{}
 	e := MustOpen(t, up.option(t))
 	_, unpriced := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],"allow_unpriced":true}`)
 	_, capped := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
@@ -63,13 +63,15 @@ func TestSecret_AllowUnpricedKeepsInvoiceIntentSecret(t *testing.T) {
 	}
 }
 
-// invoiceIntents stands in front of the simulator as keybrake's upstream
+// intentPages stands in front of the simulator as keybrake's upstream
 // and answers, in Stripe's shapes, a default_incomplete subscription, its
 // open first invoice and that invoice's payment intent (which the
-// simulator lacks), and a standalone intent made outside keybrake.
-type invoiceIntents struct{ sim *url.URL }
+// simulator lacks), a standalone intent made outside keybrake, and intents
+// made outside keybrake that wait for their payer (requires_action) on a
+// 3-D Secure page, an OXXO voucher and a bank transfer.
+type intentPages struct{ sim *url.URL }
 
-func (u *invoiceIntents) option(tb testing.TB) Option {
+func (u *intentPages) option(tb testing.TB) Option {
 	return func(s *khttp.Server) {
 		u.sim = s.Upstream
 		srv := httptest.NewServer(u)
@@ -78,7 +80,7 @@ func (u *invoiceIntents) option(tb testing.TB) Option {
 	}
 }
 
-func (u *invoiceIntents) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (u *intentPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
 	expand := strings.Join(append(r.Form["expand[]"], r.Form["expand[0]"]...), ",")
 	intent := func(id, invoice string) map[string]any {
@@ -106,7 +108,56 @@ func (u *invoiceIntents) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, intent("pi_sub", "in_sub"))
 	case r.Method == "GET" && path == "/v1/payment_intents/pi_alone":
 		writeJSON(w, intent("pi_alone", ""))
+	case r.Method == "GET" && path == "/v1/payment_intents":
+		data := []any{}
+		for id, action := range nextActions {
+			pi := intent(id, "")
+			pi["status"], pi["next_action"] = "requires_action", action
+			data = append(data, pi)
+		}
+		writeJSON(w, map[string]any{"object": "list", "data": data, "has_more": false, "url": path})
 	default:
 		httputil.NewSingleHostReverseProxy(u.sim).ServeHTTP(w, r)
+	}
+}
+
+// nextActions are the next_action of intents waiting for their payer, by
+// intent: each carries a page on which anybody completes the payment.
+var nextActions = map[string]map[string]any{
+	"pi_3ds": {"type": "redirect_to_url", "redirect_to_url": map[string]any{
+		"url": "https://hooks.stripe.com/redirect/authenticate/src_3ds?client_secret=src_client_secret_3ds", "return_url": "https://shop.test/done"}},
+	"pi_oxxo": {"type": "oxxo_display_details", "oxxo_display_details": map[string]any{
+		"expires_after": 1796000000, "hosted_voucher_url": "https://payments.stripe.com/oxxo/voucher/test_oxxo", "number": "12345678901234657890123456789012"}},
+	"pi_bank": {"type": "display_bank_transfer_instructions", "display_bank_transfer_instructions": map[string]any{
+		"amount_remaining": 90000, "currency": "usd", "hosted_instructions_url": "https://payments.stripe.com/bank_transfers/instructions/test_bank",
+		"reference": "REF123", "type": "us_bank_transfer"}},
+}
+
+// A key allowed to read payment intents had the client_secret of an
+// intent made outside keybrake nulled, but not its next_action: an intent
+// waiting for its payer (requires_action) carries the page that completes
+// the payment, a 3-D Secure or wallet redirect, a cash voucher, bank
+// transfer instructions, and whoever opens it pays the $900 its creator
+// chose, which no cap of the key counts, as with a checkout session's url.
+// The next_action of every intent whose secret is nulled is nulled too.
+func TestAttackSecret_ForeignIntentNextAction(t *testing.T) {
+	up := &intentPages{}
+	e := MustOpen(t, up.option(t))
+	for _, policy := range []string{`{"total_usd_cap":100,"allowed_endpoints":["*"]}`, `{"total_usd_cap":100,"allowed_endpoints":["*"],"allow_unpriced":true}`} {
+		_, secret := e.CreateKey(t, policy)
+		resp, body := e.Do(t, "GET", "/v1/payment_intents", "", map[string]string{"Authorization": "Bearer " + secret})
+		if resp.StatusCode != 200 {
+			t.Fatalf("list: %d %s", resp.StatusCode, body)
+		}
+		for _, page := range []string{"hooks.stripe.com/redirect", "src_client_secret_3ds", "oxxo/voucher", "12345678901234657890123456789012", "bank_transfers/instructions", "REF123"} {
+			if bytes.Contains(body, []byte(page)) {
+				t.Errorf("%s: the list passed %s", policy, page)
+			}
+		}
+		for _, pi := range mustJSON(t, body)["data"].([]any) {
+			if m := pi.(map[string]any); m["next_action"] != nil || m["client_secret"] != nil || m["amount"] == nil {
+				t.Errorf("%s: %v", policy, m)
+			}
+		}
 	}
 }

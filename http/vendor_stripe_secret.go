@@ -35,6 +35,7 @@ var _ secretScrubber = (*stripeVendor)(nil)
 // returned. "Could still confirm" is every status but succeeded,
 // canceled, processing and requires_capture, so a status Stripe adds later
 // is redacted. If the holds cannot be read, every such secret is removed.
+// The intent's next_action goes with its secret (scrubIntents).
 //
 // For a key without allow_unpriced it also nulls what pays a checkout
 // session or an invoice (scrubPayables): such a key cannot make either
@@ -85,7 +86,10 @@ func (v *stripeVendor) ScrubSecrets(ctx context.Context, key *keybrake.Key, body
 }
 
 // scrubIntents nulls the client_secret of every intent in found that key
-// does not hold and that is not in kept, and reports whether it nulled any.
+// does not hold and that is not in kept, and its next_action: a 3-D Secure
+// or wallet redirect, a voucher, a QR code or bank transfer instructions,
+// on which whoever opens it completes the payment its creator started. It
+// reports whether it nulled any.
 func (v *stripeVendor) scrubIntents(ctx context.Context, key *keybrake.Key, found []map[string]any, kept map[string]bool) bool {
 	ids := make([]string, 0, len(found))
 	for _, m := range found {
@@ -100,6 +104,9 @@ func (v *stripeVendor) scrubIntents(ctx context.Context, key *keybrake.Key, foun
 	for i, m := range found {
 		if !held[ids[i]] && !kept[ids[i]] {
 			m["client_secret"] = nil
+			if _, ok := m["next_action"]; ok {
+				m["next_action"] = nil // the page on which its payer completes it
+			}
 			changed = true
 		}
 	}
