@@ -333,3 +333,42 @@ func TestAttackHolds_AmountToConfirm(t *testing.T) {
 		}
 	})
 }
+
+// An approval policy naming payment_intents.create made a person approve
+// every intent the key created, with its amount; raising the approved
+// intent afterwards waited for nobody. A key capped at $2,000 had a $50
+// intent approved, then raised it to $900 by payment_intents.update and
+// confirmed it: $850 moved that no person saw. A write that raises an
+// object above what the key holds on it now needs the approval the
+// creation of that object needs (a new approval, for the raise);
+// a write that raises nothing does not.
+func TestAttackApproval_CreateApprovalCoversRaises(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":2000,"allowed_endpoints":["*"],"approval":{"operations":["payment_intents.create"]}}`)
+		idem := func(k string) Header { return Header{"Idempotency-Key", k} }
+		approve := func(v map[string]any) {
+			t.Helper()
+			msg := fmt.Sprint(v["error"])
+			i := strings.Index(msg, "/console/approvals/apr_")
+			if !strings.Contains(msg, "keybrake_approval_required") || i < 0 {
+				t.Fatalf("not an approval refusal: %v", v)
+			}
+			apr := strings.TrimRight(strings.Fields(msg[i+len("/console/approvals/"):])[0], ".,")
+			if resp, out := e.Admin(t, "POST", "/vault/approvals/"+apr+"/approve", ""); resp.StatusCode != 200 {
+				t.Fatalf("approve %s: %d %s", apr, resp.StatusCode, out)
+			}
+		}
+		approve(a.must(t, 402, "POST", "/v1/payment_intents", "amount=5000&currency=usd", idem("c1")))
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=5000&currency=usd", idem("c1"))
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "metadata[order]=42", idem("m1"))
+		v := a.must(t, 402, "POST", "/v1/payment_intents/"+id(pi), "amount=90000", idem("u1"))
+		a.must(t, 402, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "payment_method=pm_card_visa&amount_to_confirm=90000", idem("a1"))
+		if got := e.Spend(t, a.keyID).Total; got != 50_000_000 {
+			t.Fatalf("spend %s while the raise waits, want the approved 50.00", got)
+		}
+		approve(v)
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "amount=90000", idem("u1"))
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "payment_method=pm_card_visa", idem("f1"))
+		a.wantMoneyComplete(t, 200000)
+	})
+}

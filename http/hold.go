@@ -47,6 +47,7 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 		return true
 	}
 	if hold == nil || !hold.Live() {
+		c.raises = true // from nothing held to the whole object
 		price := func() (VendorCost, error) { return h.Target(r.Context(), c.key, c.req, nil) }
 		if !p.reserve(w, r, c, price) {
 			return false
@@ -77,7 +78,8 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 		}
 		return ok
 	}
-	approval, ok := p.approve(w, r, c) // approval.go: raising past the threshold waits too
+	c.raises = true
+	approval, ok := p.approve(w, r, c) // approval.go: raising past the threshold, or what the creation needs approved, waits too
 	if !ok {
 		return false
 	}
