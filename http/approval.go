@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/stripe"
 )
 
 // approvalDetail is the keybrake part of a keybrake_approval_required error.
@@ -26,11 +27,19 @@ type approvalDetail struct {
 // then a replay of its reservation). Otherwise it is answered at once,
 // nothing forwarded and nothing reserved: 402 keybrake_approval_required
 // while pending (recording the approval on first sight), 403 when denied,
-// 400 when expired or for another request. It returns the approval to mark
-// used once reserved, and false when it wrote the refusal.
+// 400 when expired or for another request. A request that raises an
+// existing object (call.raises) also waits when the policy names the
+// operation that creates it (stripe.MadeBy). It returns the approval to
+// mark used once reserved, and false when it wrote the refusal.
 func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call) (*keybrake.Approval, bool) {
 	pr := c.cost
 	why := approvalRequires(c.key.Approval, c.req.Label, pr.Micros) // aliases.go
+	if madeBy := stripe.MadeBy(c.req.Operation); why == "" && c.raises && madeBy != "" {
+		// An approval of the creation saw its amount; a raise needs its own.
+		if why = approvalRequires(c.key.Approval, madeBy, pr.Micros); why != "" {
+			why = c.req.Label + " raises what " + madeBy + " made movable, and " + why
+		}
+	}
 	if why == "" {
 		return nil, true
 	}

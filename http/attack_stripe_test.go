@@ -265,3 +265,110 @@ func TestAttackRules_PricedAmountWithoutParam(t *testing.T) {
 		a.must(t, 403, "POST", "/v1/payment_intents/"+id(own), "amount=6000")
 	})
 }
+
+// A field rule that names payment_intents.create applied to that operation
+// alone. A key whose rule allows intents of at most $50 ("operations":
+// ["payment_intents.create"], "amount <= 5000") created a $50 intent, then
+// raised it to $900 by payment_intents.update, and authorized a $50 intent
+// and incremented it to $900: $1,800 made movable under a $50 rule, within
+// the key's $2,000 cap (and a confirm with amount_to_confirm was not even
+// priced: see TestAttackHolds_AmountToConfirm). A rule naming the operation that creates an object
+// is now checked too, with amount and currency bound to the new total,
+// whenever another operation raises what that object can move past what
+// the key holds on it; updates that raise nothing pass as before.
+func TestAttackRules_CreateRuleCoversRaises(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":2000,"allowed_endpoints":["*"],"guards":{"rules":[{"name":"small","operations":["payment_intents.create"],"expr":"amount <= 5000"}]}}`)
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=5000&currency=usd")
+		auth := a.must(t, 200, "POST", "/v1/payment_intents", "amount=4000&currency=usd&payment_method=pm_card_visa&capture_method=manual&confirm=true")
+		if auth["status"] != "requires_capture" {
+			t.Fatalf("authorization: %v", auth)
+		}
+		for _, c := range []struct{ path, body string }{
+			{"/v1/payment_intents/" + id(pi), "amount=90000"},
+			{"/v1/payment_intents/" + id(auth) + "/increment_authorization", "amount=90000"},
+			{"/v1/payment_intents/" + id(pi) + "/confirm", "payment_method=pm_card_visa&amount_to_confirm=90000"},
+		} {
+			status, v := a.call(t, "POST", c.path, c.body)
+			if status != 403 || !strings.Contains(fmt.Sprint(v), `"small"`) {
+				t.Errorf("POST %s %q: %d %v, want the rule's 403", c.path, c.body, status, v)
+			}
+		}
+		if got := e.Spend(t, a.keyID).Total; got != 90_000_000 {
+			t.Fatalf("spend %s, want the two intents' $90", got)
+		}
+		// An update that raises nothing, and a raise within the rule, pass.
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "metadata[order]=42&description=x")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "amount=4500")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(auth)+"/increment_authorization", "amount=5000")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "payment_method=pm_card_visa")
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(auth)+"/capture", "")
+	})
+}
+
+// payment_intents.confirm takes amount_to_confirm (API 2026-04-22): Stripe
+// confirms that amount instead of the intent's, a surcharge for instance.
+// keybrake priced every confirm of an intent the key holds at the hold: a
+// key capped at $100 created a $50 intent and confirmed it with
+// amount_to_confirm=90000, and $900 moved against $50 reserved. A confirm
+// with amount_to_confirm now raises the hold to that amount first (or to
+// the intent's, if larger), under every cap, like an update of the amount.
+func TestAttackHolds_AmountToConfirm(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=5000&currency=usd")
+		status, v := a.call(t, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "payment_method=pm_card_visa&amount_to_confirm=90000")
+		a.wantMoneyComplete(t, 10000)
+		if status != 429 {
+			t.Fatalf("confirm of $900 on a $100 key: %d %v", status, v)
+		}
+		// Within the cap, the hold is raised and settles at what moved.
+		v = a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "payment_method=pm_card_visa&amount_to_confirm=7000")
+		if v["status"] != "succeeded" || fmt.Sprint(v["amount_received"]) != "7000" {
+			t.Fatalf("confirm: %v", v)
+		}
+		a.wantMoneyComplete(t, 10000)
+		if got := e.Spend(t, a.keyID).Total; got != 70_000_000 {
+			t.Fatalf("spend %s, want 70.00", got)
+		}
+	})
+}
+
+// An approval policy naming payment_intents.create made a person approve
+// every intent the key created, with its amount; raising the approved
+// intent afterwards waited for nobody. A key capped at $2,000 had a $50
+// intent approved, then raised it to $900 by payment_intents.update and
+// confirmed it: $850 moved that no person saw. A write that raises an
+// object above what the key holds on it now needs the approval the
+// creation of that object needs (a new approval, for the raise);
+// a write that raises nothing does not.
+func TestAttackApproval_CreateApprovalCoversRaises(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":2000,"allowed_endpoints":["*"],"approval":{"operations":["payment_intents.create"]}}`)
+		idem := func(k string) Header { return Header{"Idempotency-Key", k} }
+		approve := func(v map[string]any) {
+			t.Helper()
+			msg := fmt.Sprint(v["error"])
+			i := strings.Index(msg, "/console/approvals/apr_")
+			if !strings.Contains(msg, "keybrake_approval_required") || i < 0 {
+				t.Fatalf("not an approval refusal: %v", v)
+			}
+			apr := strings.TrimRight(strings.Fields(msg[i+len("/console/approvals/"):])[0], ".,")
+			if resp, out := e.Admin(t, "POST", "/vault/approvals/"+apr+"/approve", ""); resp.StatusCode != 200 {
+				t.Fatalf("approve %s: %d %s", apr, resp.StatusCode, out)
+			}
+		}
+		approve(a.must(t, 402, "POST", "/v1/payment_intents", "amount=5000&currency=usd", idem("c1")))
+		pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=5000&currency=usd", idem("c1"))
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "metadata[order]=42", idem("m1"))
+		v := a.must(t, 402, "POST", "/v1/payment_intents/"+id(pi), "amount=90000", idem("u1"))
+		a.must(t, 402, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "payment_method=pm_card_visa&amount_to_confirm=90000", idem("a1"))
+		if got := e.Spend(t, a.keyID).Total; got != 50_000_000 {
+			t.Fatalf("spend %s while the raise waits, want the approved 50.00", got)
+		}
+		approve(v)
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi), "amount=90000", idem("u1"))
+		a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "payment_method=pm_card_visa", idem("f1"))
+		a.wantMoneyComplete(t, 200000)
+	})
+}

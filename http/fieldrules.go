@@ -40,6 +40,17 @@ import (
 // A priced operation's rules are evaluated twice: in decide on its
 // parameters, and once priced (checkPricedRules) with amount and currency
 // bound to what keybrake priced, which a parameter need not carry.
+//
+// A rule naming the operation that creates a money object
+// (payment_intents.create, charges.create: stripe.MadeBy) also bounds what
+// later writes set that object to move: it is evaluated, once priced, on
+// a write to the object that sets its amount or currency (stripe.Raises:
+// an update, an increment_authorization, a confirm with amount_to_confirm),
+// that moves more than the key holds on it (an overcapture), or that acts
+// on one the key holds nothing on, with amount and currency bound to the
+// new total and the other variables to that request's parameters. A write
+// that changes neither (metadata, a confirm or capture of what is held) is
+// not checked by it.
 const (
 	ruleCostLimit      = 10_000 // CEL cost units per evaluation; a rule on a Stripe request costs tens
 	ruleRecursionLimit = 32
@@ -164,7 +175,7 @@ func rulesOf(g *keybrake.Guards) ([]compiledRule, error) {
 // checkRules evaluates the key's field rules on the request and returns
 // EFORBIDDEN naming the first that is false or cannot be evaluated.
 func (v *stripeVendor) checkRules(k *keybrake.Key, sr *stripeRequest, account string) error {
-	return v.evalRules(k, sr, func() map[string]any { return ruleVars(sr.op.Name, account, sr.form) }, "this request")
+	return v.evalRules(k, sr, "", func() map[string]any { return ruleVars(sr.op.Name, account, sr.form) }, "this request")
 }
 
 // checkPricedRules evaluates the key's field rules on a priced request
@@ -172,9 +183,15 @@ func (v *stripeVendor) checkRules(k *keybrake.Key, sr *stripeRequest, account st
 // money of a full refund sent without amount, of a capture sent as
 // amount_to_capture, or of an intent confirmed by lookup is in no amount
 // parameter, and "!has(amount) || amount <= 5000" would let it through.
-// has(amount) is true here.
-func (v *stripeVendor) checkPricedRules(k *keybrake.Key, sr *stripeRequest, account string, pr stripe.Price) error {
-	return v.evalRules(k, sr, func() map[string]any {
+// has(amount) is true here. raises says that the request sets what its
+// object moves, or makes it move more than the key holds on it: the rules
+// naming the operation that creates the object apply too.
+func (v *stripeVendor) checkPricedRules(k *keybrake.Key, sr *stripeRequest, account string, pr stripe.Price, raises bool) error {
+	madeBy := ""
+	if raises {
+		madeBy = stripe.MadeBy(sr.op.Name)
+	}
+	return v.evalRules(k, sr, madeBy, func() map[string]any {
 		vars := ruleVars(sr.op.Name, account, sr.form)
 		request := map[string]any{}
 		if sr.form != nil {
@@ -188,10 +205,10 @@ func (v *stripeVendor) checkPricedRules(k *keybrake.Key, sr *stripeRequest, acco
 	}, "the amount keybrake priced, "+formatMinor(pr.Amount, pr.Currency)+" (amount "+strconv.FormatInt(pr.Amount, 10)+")")
 }
 
-// evalRules evaluates every rule of k that applies to sr on the variables
-// vars returns (built only when a rule applies); what names them in a
-// refusal.
-func (v *stripeVendor) evalRules(k *keybrake.Key, sr *stripeRequest, vars func() map[string]any, what string) error {
+// evalRules evaluates every rule of k that applies to sr, or names the
+// operation madeBy ("" for none), on the variables vars returns (built
+// only when a rule applies); what names them in a refusal.
+func (v *stripeVendor) evalRules(k *keybrake.Key, sr *stripeRequest, madeBy string, vars func() map[string]any, what string) error {
 	op, class := sr.op, sr.class
 	g := k.Guards
 	if g == nil || len(g.Rules) == 0 {
@@ -205,7 +222,7 @@ func (v *stripeVendor) evalRules(k *keybrake.Key, sr *stripeRequest, vars func()
 	}
 	var bound map[string]any
 	for _, r := range rs {
-		if !appliesTo(r.rule.Operations, op.Name, class) {
+		if !appliesTo(r.rule.Operations, op.Name, class) && (madeBy == "" || !namesOperation(r.rule.Operations, madeBy)) {
 			continue
 		}
 		if bound == nil {

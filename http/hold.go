@@ -50,6 +50,7 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 		return p.countHeld(w, r, c, "")
 	}
 	if hold == nil || !hold.Live() {
+		c.raises = true // from nothing held to the whole object
 		price := func() (VendorCost, error) { return h.Target(r.Context(), c.key, c.req, nil) }
 		if !p.reserve(w, r, c, price) {
 			return false
@@ -83,7 +84,8 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 		}
 		return ok
 	}
-	approval, ok := p.approve(w, r, c) // approval.go: raising past the threshold waits too
+	c.raises = true
+	approval, ok := p.approve(w, r, c) // approval.go: raising past the threshold, or what the creation needs approved, waits too
 	if !ok {
 		return false
 	}

@@ -48,6 +48,7 @@ type call struct {
 	rsv        *keybrake.Reservation // the reservation this request made or replays, or the hold it acts on
 	replay     bool
 	held       bool   // rsv is the hold of the object the request acts on, made by an earlier request
+	raises     bool   // the request makes an existing object move more than the key holds on it
 	lock       string // the object this request has locked (HoldService.LockObject), "" for none
 	note       string // added to the audit reason (a guard overridden, an approval)
 }

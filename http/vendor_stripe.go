@@ -175,7 +175,10 @@ func (v *stripeVendor) Target(ctx context.Context, k *keybrake.Key, req *VendorR
 	if err := checkCurrency(k, target.Currency); err != nil {
 		return VendorCost{}, err
 	}
-	if err := v.checkPricedRules(k, sr, req.Account, target); err != nil {
+	// A write that sets the amount or currency, or moves more than is held
+	// (an overcapture), is checked by the creation's rules too.
+	raises := stripe.Raises(sr.op, sr.form) || target.Micros > held.Micros
+	if err := v.checkPricedRules(k, sr, req.Account, target, raises); err != nil {
 		return VendorCost{}, err
 	}
 	return VendorCost{Micros: target.Micros, Amount: target.Amount, Currency: target.Currency}, nil
@@ -205,7 +208,7 @@ func (v *stripeVendor) price(k *keybrake.Key, req *VendorRequest, price func() (
 	if err := checkCurrency(k, pr.Currency); err != nil {
 		return VendorCost{}, err
 	}
-	if err := v.checkPricedRules(k, sr, req.Account, pr); err != nil { // fieldrules.go
+	if err := v.checkPricedRules(k, sr, req.Account, pr, true); err != nil { // fieldrules.go: a new reservation, nothing held before
 		return VendorCost{}, err
 	}
 	return VendorCost{Micros: pr.Micros, Amount: pr.Amount, Currency: pr.Currency, Forward: withMetadata(sr, req)}, nil

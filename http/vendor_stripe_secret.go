@@ -35,11 +35,16 @@ var _ secretScrubber = (*stripeVendor)(nil)
 // returned. "Could still confirm" is every status but succeeded,
 // canceled, processing and requires_capture, so a status Stripe adds later
 // is redacted. If the holds cannot be read, every such secret is removed.
+// The intent's next_action goes with its secret (scrubIntents).
 //
 // For a key without allow_unpriced it also nulls what pays a checkout
 // session or an invoice (scrubPayables): such a key cannot make either
 // payable, so every one it reads was made payable by somebody else, and
-// paying it moves money no cap of the key counts.
+// paying it moves money no cap of the key counts. A key with
+// allow_unpriced keeps those, and the secret of an intent that pays an
+// invoice (collectInvoiceIntents): it pays the invoice whose hosted page,
+// and invoices.pay, the key has uncounted anyway, and Stripe's
+// subscription integration confirms it in the browser.
 //
 // Only an answer that may hold one of these (mayCarrySecret) is parsed:
 // reads pay a byte scan. An answer that cannot be parsed is passed as it
@@ -60,7 +65,12 @@ func (v *stripeVendor) ScrubSecrets(ctx context.Context, key *keybrake.Key, body
 	var found []map[string]any
 	collectIntentSecrets(doc, &found)
 	if len(found) > 0 {
-		changed = v.scrubIntents(ctx, key, found) || changed
+		kept := map[string]bool{}
+		if key.AllowUnpriced {
+			collectInvoiceIntents(doc, kept)
+			delete(kept, "") // an invoice without one
+		}
+		changed = v.scrubIntents(ctx, key, found, kept) || changed
 	}
 	if !changed {
 		return body, false, true
@@ -76,8 +86,11 @@ func (v *stripeVendor) ScrubSecrets(ctx context.Context, key *keybrake.Key, body
 }
 
 // scrubIntents nulls the client_secret of every intent in found that key
-// does not hold, and reports whether it nulled any.
-func (v *stripeVendor) scrubIntents(ctx context.Context, key *keybrake.Key, found []map[string]any) bool {
+// does not hold and that is not in kept, and its next_action: a 3-D Secure
+// or wallet redirect, a voucher, a QR code or bank transfer instructions,
+// on which whoever opens it completes the payment its creator started. It
+// reports whether it nulled any.
+func (v *stripeVendor) scrubIntents(ctx context.Context, key *keybrake.Key, found []map[string]any, kept map[string]bool) bool {
 	ids := make([]string, 0, len(found))
 	for _, m := range found {
 		ids = append(ids, intentID(m))
@@ -89,8 +102,11 @@ func (v *stripeVendor) scrubIntents(ctx context.Context, key *keybrake.Key, foun
 	}
 	changed := false
 	for i, m := range found {
-		if !held[ids[i]] {
+		if !held[ids[i]] && !kept[ids[i]] {
 			m["client_secret"] = nil
+			if _, ok := m["next_action"]; ok {
+				m["next_action"] = nil // the page on which its payer completes it
+			}
 			changed = true
 		}
 	}
@@ -184,6 +200,42 @@ func collectIntentSecrets(v any, found *[]map[string]any) {
 	case []any:
 		for _, e := range v {
 			collectIntentSecrets(e, found)
+		}
+	}
+}
+
+// collectInvoiceIntents adds to ids the payment intent of every invoice
+// under v, the one Stripe creates when it finalizes the invoice: an
+// invoice's confirmation_secret (its client secret names the intent),
+// its payment_intent (before API 2025-03-31, an ID or expanded), and an
+// intent whose invoice field is set (before 2025-03-31). Intents attached
+// to an invoice as payments (invoices.attach_payment, a free write) are
+// not its own: they are not added.
+func collectInvoiceIntents(v any, ids map[string]bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		switch v["object"] {
+		case "invoice":
+			if cs, ok := v["confirmation_secret"].(map[string]any); ok {
+				ids[intentID(map[string]any{"client_secret": cs["client_secret"]})] = true
+			}
+			switch pi := v["payment_intent"].(type) {
+			case string:
+				ids[pi] = true
+			case map[string]any:
+				ids[intentID(pi)] = true
+			}
+		case "payment_intent":
+			if inv := v["invoice"]; inv != nil && inv != "" {
+				ids[intentID(v)] = true
+			}
+		}
+		for _, e := range v {
+			collectInvoiceIntents(e, ids)
+		}
+	case []any:
+		for _, e := range v {
+			collectInvoiceIntents(e, ids)
 		}
 	}
 }

@@ -103,6 +103,37 @@ func TestAttackCanon_OvercaptureInIntentCurrency(t *testing.T) {
 	}
 }
 
+// A confirm with amount_to_confirm moves that amount, not the intent's;
+// Target returned the hold for every confirm. It is the larger of
+// amount_to_confirm and the intent's amount, in the intent's currency,
+// held or not.
+func TestAttackCanon_AmountToConfirm(t *testing.T) {
+	p := &Pricer{Rates: Rates{"gbp": 1_270_000}, Lookup: fixedLookup{5000, "gbp"}}
+	op, err := ParseOperation("POST", "/v1/payment_intents/pi_1/confirm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &Price{Amount: 5000, Currency: "gbp", Micros: 63_500_000}
+	for _, tt := range []struct {
+		body string
+		held *Price
+		want int64
+	}{
+		{"amount_to_confirm=90000", held, 90000},
+		{"amount_to_confirm=90000", nil, 90000},
+		{"amount_to_confirm=3000", held, 5000},
+	} {
+		f, _ := ParseForm(tt.body)
+		got, err := p.Target(t.Context(), op, f, "", tt.held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Amount != tt.want || got.Currency != "gbp" {
+			t.Errorf("%s (held %v): target %d %s, want %d gbp", tt.body, tt.held != nil, got.Amount, got.Currency, tt.want)
+		}
+	}
+}
+
 // fixedLookup answers every lookup with one amount and currency.
 type fixedLookup struct {
 	amount   int64

@@ -118,3 +118,19 @@ func Raises(op Operation, form *Form) bool {
 // only) that confirms an intent at another amount than its own, a
 // surcharge added for one: the intent then moves that amount.
 const amountToConfirm = "amount_to_confirm"
+
+// MadeBy returns the operation that creates the object an operation on an
+// existing money object (HoldsObject) acts on: payment_intents.create for
+// every write to a payment intent, charges.create for charges.capture; ""
+// for any other. A policy bounding what the creation makes movable must
+// also bound what a later write raises it to.
+func MadeBy(name string) string {
+	switch name {
+	case "payment_intents.confirm", "payment_intents.update", "payment_intents.capture",
+		"payment_intents.cancel", "payment_intents.increment_authorization":
+		return "payment_intents.create"
+	case "charges.capture":
+		return "charges.create"
+	}
+	return ""
+}

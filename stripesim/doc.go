@@ -15,6 +15,8 @@
 //	POST /v1/payment_intents                 GET /v1/payment_intents/{id}
 //	POST /v1/payment_intents/{id}            (update amount, metadata…)
 //	POST /v1/payment_intents/{id}/confirm    POST /v1/payment_intents/{id}/capture
+//	                                         (confirm: amount_to_confirm, secret key only, is confirmed
+//	                                         instead of the amount and becomes it)
 //	POST /v1/payment_intents/{id}/cancel     POST /v1/payment_intents/{id}/increment_authorization
 //	POST /v1/invoiceitems                    GET /v1/invoiceitems/{id}
 //	                                         (amount, or pricing[price] of a one-time price and quantity:
