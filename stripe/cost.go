@@ -235,8 +235,8 @@ func idParam(form *Form, name string) (string, error) {
 //     total, required), in the currency of the looked-up intent.
 //   - payment_intents.confirm: held when something is held (it moves at
 //     most what the object can); else what Price says. With
-//     amount_to_confirm, that amount in the looked-up intent's currency,
-//     as an increment.
+//     amount_to_confirm, that amount or the intent's if larger, in the
+//     looked-up intent's currency, as an increment.
 //   - payment_intents.capture, charges.capture: held, or the amount_to_capture
 //     (amount) param in the object's looked-up currency when that is worth
 //     more than held (an overcapture); with nothing held, what Price says.
@@ -272,6 +272,11 @@ func (p *Pricer) Target(ctx context.Context, op Operation, form *Form, account s
 			return Price{}, err
 		}
 		pr.Amount = amount
+		if op.Name == "payment_intents.confirm" {
+			// A lower amount_to_confirm may leave the rest of the intent
+			// confirmable: count the larger.
+			pr.Amount = max(amount, base.Amount)
+		}
 	}
 	if form.Has("currency") {
 		c, err := currencyParam(form)
