@@ -51,6 +51,11 @@ func Body(format string, a *keybrake.Alert, k *keybrake.Key) ([]byte, error) {
 // approval (nil for other kinds, or when the approval is gone).
 func BodyWith(format string, a *keybrake.Alert, k *keybrake.Key, ap *ApprovalInfo) ([]byte, error) {
 	msg := Message(a, k)
+	if ap != nil && ap.Currency == "" && a.Kind == keybrake.AlertApproval {
+		// Not priced: keybrake never knew its amount, so "$0.00" would
+		// tell the approver nothing moves.
+		msg = strings.Replace(msg, " of $"+a.Spent.String()+" on ", " (not priced by keybrake: its amount is in the request's parameters) on ", 1)
+	}
 	if format == keybrake.FormatSlack {
 		// The sentence quotes text the key holder chose (a child key's
 		// label, a refusal's detail): as Slack markup, <url|text> in it

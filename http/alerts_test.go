@@ -396,3 +396,32 @@ func TestAttackAlert_SlackMarkupFromKeyHolder(t *testing.T) {
 		t.Fatalf("the child's label is Slack markup in the alert: %s", body.Text)
 	}
 }
+
+// TestAttackAlert_UnpricedApprovalAsZero: the approval_required alert of
+// an operation keybrake does not price said "topups.create of $0.00": an
+// amount keybrake never knew, read by the approver as nothing moving. It
+// now says the request is not priced.
+func TestAttackAlert_UnpricedApprovalAsZero(t *testing.T) {
+	e := MustOpen(t)
+	hook := MustWebhook(t, e, keybrake.FormatSlack)
+	_, secret := e.CreateKey(t, `{"allowed_endpoints":["*"],"allow_unpriced":true,"approval":{"operations":["topups.create"]}}`)
+	resp, out := e.Do(t, "POST", "/v1/topups", "amount=5000000&currency=usd",
+		map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/x-www-form-urlencoded", "Idempotency-Key": "topup-1"})
+	if resp.StatusCode != http.StatusPaymentRequired {
+		t.Fatalf("top-up: %d %s", resp.StatusCode, out)
+	}
+	if err := e.Server.SendAlerts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	as, err := e.Store.FindAlerts(context.Background(), keybrake.AlertFilter{Kind: keybrake.AlertApproval})
+	if err != nil || len(as) != 1 {
+		t.Fatalf("approval alerts: %v, %v", as, err)
+	}
+	var body struct{ Text string }
+	if err := json.Unmarshal(hook.Body(as[0].ID), &body); err != nil {
+		t.Fatalf("slack body %s: %v", hook.Body(as[0].ID), err)
+	}
+	if strings.Contains(body.Text, "$0") || !strings.Contains(body.Text, "not priced") {
+		t.Fatalf("the unpriced approval's alert: %s", body.Text)
+	}
+}
