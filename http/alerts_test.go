@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -423,5 +424,20 @@ func TestAttackAlert_UnpricedApprovalAsZero(t *testing.T) {
 	}
 	if strings.Contains(body.Text, "$0") || !strings.Contains(body.Text, "not priced") {
 		t.Fatalf("the unpriced approval's alert: %s", body.Text)
+	}
+	// The signed link's confirmation page says so too.
+	_, link, ok := strings.Cut(body.Text, "\nApprove: ")
+	link, _, _ = strings.Cut(link, "\n")
+	if !ok {
+		t.Fatalf("no signed link in %s", body.Text)
+	}
+	lresp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(lresp.Body)
+	lresp.Body.Close()
+	if lresp.StatusCode != http.StatusOK || strings.Contains(string(page), "($0") || !strings.Contains(string(page), "not priced") {
+		t.Fatalf("the link's page: %d %s", lresp.StatusCode, page)
 	}
 }
