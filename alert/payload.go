@@ -3,6 +3,7 @@ package alert
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/keybrake/keybrake"
@@ -35,6 +36,11 @@ type slackBody struct {
 	Text string `json:"text"`
 }
 
+// slackEscaper escapes Slack's three control characters, as its
+// formatting reference asks of text that is not markup: only these are
+// decoded for display.
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
 // Body returns the body delivered for a to an endpoint of format, with k
 // the alert's key (nil if it is gone).
 func Body(format string, a *keybrake.Alert, k *keybrake.Key) ([]byte, error) {
@@ -45,11 +51,24 @@ func Body(format string, a *keybrake.Alert, k *keybrake.Key) ([]byte, error) {
 // approval (nil for other kinds, or when the approval is gone).
 func BodyWith(format string, a *keybrake.Alert, k *keybrake.Key, ap *ApprovalInfo) ([]byte, error) {
 	msg := Message(a, k)
-	if ap != nil {
-		msg += approvalLines(ap)
+	if ap != nil && ap.Currency == "" && a.Kind == keybrake.AlertApproval {
+		// Not priced: keybrake never knew its amount, so "$0.00" would
+		// tell the approver nothing moves.
+		msg = strings.Replace(msg, " of $"+a.Spent.String()+" on ", " (not priced by keybrake: its amount is in the request's parameters) on ", 1)
 	}
 	if format == keybrake.FormatSlack {
+		// The sentence quotes text the key holder chose (a child key's
+		// label, a refusal's detail): as Slack markup, <url|text> in it
+		// would be a link next to the genuine ones. The approval lines
+		// are keybrake's own links and stay markup.
+		msg = slackEscaper.Replace(msg)
+		if ap != nil {
+			msg += approvalLines(ap)
+		}
 		return json.Marshal(slackBody{Text: msg})
+	}
+	if ap != nil {
+		msg += approvalLines(ap)
 	}
 	d := Data{Alert: a, Message: msg, Approval: ap}
 	if k != nil {

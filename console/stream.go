@@ -133,6 +133,13 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, f keybrake.Even
 	}
 }
 
+// sseLines splits data at every line end of the event-stream format: CR
+// LF, a lone LF and a lone CR. html/template leaves CR in text, and a row
+// carries text the key holder chose (a refused customer ID, say), so a
+// split at LF only let a lone CR end the data: line and start fields of
+// the key holder's own (id:, event:, data:).
+var sseLines = strings.NewReplacer("\r\n", "\n", "\r", "\n")
+
 // writeEvent writes one Server-Sent Event; each line of data gets its own
 // data: field, as the format requires.
 func writeEvent(w http.ResponseWriter, name, id, data string) {
@@ -141,8 +148,8 @@ func writeEvent(w http.ResponseWriter, name, id, data string) {
 	if id != "" {
 		b.WriteString("id: " + id + "\n")
 	}
-	for _, line := range strings.Split(data, "\n") {
-		b.WriteString("data: " + strings.TrimSuffix(line, "\r") + "\n")
+	for _, line := range strings.Split(sseLines.Replace(data), "\n") {
+		b.WriteString("data: " + line + "\n")
 	}
 	b.WriteString("\n")
 	_, _ = w.Write([]byte(b.String()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -358,3 +359,85 @@ func TestAlerts_Metrics(t *testing.T) {
 
 // alertRetryGap is more than the first retry's backoff.
 const alertRetryGap = 31 * time.Second
+
+// TestAttackAlert_SlackMarkupFromKeyHolder: a Slack-format alert put text
+// the key holder chose (the label of a child key it minted itself, a
+// refusal's detail) into the message as Slack markup, so a label
+// "<https://console.attacker.example/…|Approve>" showed the approver, next
+// to the genuine links, a link to a look-alike console asking for the
+// admin token. Slack's control characters & < > in that text are now
+// escaped, as Slack's formatting reference asks.
+func TestAttackAlert_SlackMarkupFromKeyHolder(t *testing.T) {
+	e := MustOpen(t)
+	hook := MustWebhook(t, e, keybrake.FormatSlack)
+	_, parent := e.CreateKey(t, `{"label":"agent","total_usd_cap":100,"mint":true,"approval":{"above_usd":1}}`)
+	status, v := mint(t, e, "/vault/keys/self/children", parent, `{"label":"<https://console.attacker.example/approve|Approve: charges.create $5.00> <!channel>","total_usd_cap":10}`)
+	if status != http.StatusCreated {
+		t.Fatalf("mint: %d %v", status, v)
+	}
+	child, _ := v["vault_key"].(string)
+	resp, out := e.Do(t, "POST", "/v1/charges", "amount=500&currency=usd&source=tok_visa",
+		map[string]string{"Authorization": "Bearer " + child, "Content-Type": "application/x-www-form-urlencoded", "Idempotency-Key": "ask-1"})
+	if resp.StatusCode != http.StatusPaymentRequired {
+		t.Fatalf("charge: %d %s", resp.StatusCode, out)
+	}
+	if err := e.Server.SendAlerts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	as, err := e.Store.FindAlerts(context.Background(), keybrake.AlertFilter{Kind: keybrake.AlertApproval})
+	if err != nil || len(as) != 1 {
+		t.Fatalf("approval alerts: %v, %v", as, err)
+	}
+	var body struct{ Text string }
+	if err := json.Unmarshal(hook.Body(as[0].ID), &body); err != nil {
+		t.Fatalf("slack body %s: %v", hook.Body(as[0].ID), err)
+	}
+	if strings.Contains(body.Text, "<https://console.attacker") || strings.Contains(body.Text, "<!channel>") ||
+		!strings.Contains(body.Text, "&lt;https://console.attacker.example/approve|Approve: charges.create $5.00&gt;") {
+		t.Fatalf("the child's label is Slack markup in the alert: %s", body.Text)
+	}
+}
+
+// TestAttackAlert_UnpricedApprovalAsZero: the approval_required alert of
+// an operation keybrake does not price said "topups.create of $0.00": an
+// amount keybrake never knew, read by the approver as nothing moving. It
+// now says the request is not priced.
+func TestAttackAlert_UnpricedApprovalAsZero(t *testing.T) {
+	e := MustOpen(t)
+	hook := MustWebhook(t, e, keybrake.FormatSlack)
+	_, secret := e.CreateKey(t, `{"allowed_endpoints":["*"],"allow_unpriced":true,"approval":{"operations":["topups.create"]}}`)
+	resp, out := e.Do(t, "POST", "/v1/topups", "amount=5000000&currency=usd",
+		map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/x-www-form-urlencoded", "Idempotency-Key": "topup-1"})
+	if resp.StatusCode != http.StatusPaymentRequired {
+		t.Fatalf("top-up: %d %s", resp.StatusCode, out)
+	}
+	if err := e.Server.SendAlerts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	as, err := e.Store.FindAlerts(context.Background(), keybrake.AlertFilter{Kind: keybrake.AlertApproval})
+	if err != nil || len(as) != 1 {
+		t.Fatalf("approval alerts: %v, %v", as, err)
+	}
+	var body struct{ Text string }
+	if err := json.Unmarshal(hook.Body(as[0].ID), &body); err != nil {
+		t.Fatalf("slack body %s: %v", hook.Body(as[0].ID), err)
+	}
+	if strings.Contains(body.Text, "$0") || !strings.Contains(body.Text, "not priced") {
+		t.Fatalf("the unpriced approval's alert: %s", body.Text)
+	}
+	// The signed link's confirmation page says so too.
+	_, link, ok := strings.Cut(body.Text, "\nApprove: ")
+	link, _, _ = strings.Cut(link, "\n")
+	if !ok {
+		t.Fatalf("no signed link in %s", body.Text)
+	}
+	lresp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(lresp.Body)
+	lresp.Body.Close()
+	if lresp.StatusCode != http.StatusOK || strings.Contains(string(page), "($0") || !strings.Contains(string(page), "not priced") {
+		t.Fatalf("the link's page: %d %s", lresp.StatusCode, page)
+	}
+}

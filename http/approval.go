@@ -79,7 +79,7 @@ func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call) (*keybr
 	case keybrake.ApprovalExpired:
 		p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s expired at %s; keybrake refused this request without forwarding it. Send it again under a new Idempotency-Key to ask again.", a.ID, a.ExpiresAt.Format(time.RFC3339)), nil)
 	default:
-		link := p.s.approvalURL(r, a.ID)
+		link := p.s.approvalURL(a.ID)
 		w.Header().Set("Keybrake-Approval-Id", a.ID)
 		w.Header().Set("Keybrake-Approval-Url", link)
 		p.deny(w, r, c, &keybrake.Error{Code: keybrake.EAPPROVAL, Message: fmt.Sprintf(
@@ -102,19 +102,13 @@ func (p *proxy) useApproval(r *http.Request, a *keybrake.Approval, rsv *keybrake
 	}
 }
 
-// approvalURL is the console page of an approval: under --public-url
-// when set, else on the host the client reached keybrake at. The client
-// chooses its Host header, and an approver may follow the link and sign
-// in there, so a configured public URL is the one to trust.
-func (s *Server) approvalURL(r *http.Request, id string) string {
-	if s.PublicURL != "" {
-		return strings.TrimRight(s.PublicURL, "/") + "/console/approvals/" + id
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + "/console/approvals/" + id
+// approvalURL is the console page of an approval, under publicURL:
+// --public-url when set, else the admin listener's own address, as the
+// links in alerts. Never the client's Host header: a key holder chooses
+// it, and an approver follows the link and signs in there with the admin
+// token.
+func (s *Server) approvalURL(id string) string {
+	return s.publicURL() + "/console/approvals/" + id
 }
 
 // serveApprovals routes the admin API's approvals:

@@ -159,7 +159,7 @@ var linkTemplate = template.Must(template.New("link").Parse(`<!doctype html>
 <dt>Approval</dt><dd>{{.ID}} ({{$.Status}})</dd>
 <dt>Key</dt><dd>{{.KeyID}}</dd>
 <dt>Request</dt><dd>{{.Operation}}: {{.Method}} {{.Path}}{{if .Account}} on {{.Account}}{{end}}</dd>
-<dt>Amount</dt><dd>{{.Amount}} {{.Currency}} (${{.Micros}})</dd>
+<dt>Amount</dt><dd>{{if .Currency}}{{.Amount}} {{.Currency}} (${{.Micros}}){{else}}<strong>not priced</strong>: keybrake does not know what this operation moves; its amount is in the request's parameters{{end}}</dd>
 <dt>Why</dt><dd>{{.Reason}}</dd>
 <dt>Idempotency-Key</dt><dd>{{.IdempotencyKey}}</dd>
 <dt>Expires</dt><dd>{{.ExpiresAt.UTC.Format "2006-01-02 15:04:05 UTC"}}</dd>

@@ -278,3 +278,29 @@ func TestAttackApproval_LinkFromHostHeader(t *testing.T) {
 		t.Fatalf("%d link %q: %s", resp.StatusCode, link, body)
 	}
 }
+
+// TestAttackApproval_LinkFromHostHeaderWithoutPublicURL: without
+// --public-url the approval link of a 402 was still built from the
+// request's Host header, so a key holder who sent Host:
+// console.attacker.example got a link to a look-alike console to forward
+// to an approver, who would sign in there with the admin token. The link
+// is now the admin listener's own address, as the links in alerts are.
+func TestAttackApproval_LinkFromHostHeaderWithoutPublicURL(t *testing.T) {
+	e := MustOpen(t)
+	_, secret := e.CreateKey(t, `{"total_usd_cap":100,"approval":{"above_usd":1}}`)
+	req, _ := http.NewRequest("POST", e.Server.URL()+"/v1/charges", strings.NewReader("amount=500&currency=usd&source=tok_visa"))
+	req.Host = "console.attacker.example"
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Idempotency-Key", "approve-me")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	link := resp.Header.Get("Keybrake-Approval-Url")
+	if resp.StatusCode != 402 || !strings.HasPrefix(link, e.Server.AdminURL()+"/console/approvals/apr_") || strings.Contains(string(body), "attacker") {
+		t.Fatalf("%d link %q: %s", resp.StatusCode, link, body)
+	}
+}
