@@ -2,6 +2,7 @@ package keybrake
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"time"
 )
@@ -106,25 +107,48 @@ func (p *ApprovalPolicy) AtLeast(q *ApprovalPolicy) bool {
 //	approved  --the retry is reserved (UseApproval)-->       used      (final; later retries are replays)
 //	pending, approved --ExpiresAt passes-->                  expired   (derived; final)
 type Approval struct {
-	ID             string     `json:"id"`
-	KeyID          string     `json:"key_id"`
-	IdempotencyKey string     `json:"idempotency_key"`
-	Fingerprint    string     `json:"-"`
-	Operation      string     `json:"operation"`
-	Method         string     `json:"method"`
-	Path           string     `json:"path"`
-	Account        string     `json:"stripe_account,omitempty"`
-	Amount         int64      `json:"amount"`
-	Currency       string     `json:"currency"`
-	Micros         Micros     `json:"usd"`
-	Reason         string     `json:"reason"` // why it needs approval
-	State          string     `json:"state"`
-	DecidedBy      string     `json:"decided_by,omitempty"` // the admin token's name, or "link:<name>" for a signed link
-	DecidedAt      *time.Time `json:"decided_at,omitempty"`
-	ReservationID  string     `json:"reservation_id,omitempty"`
-	ExpiresAt      time.Time  `json:"expires_at"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
+	ID             string `json:"id"`
+	KeyID          string `json:"key_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Fingerprint    string `json:"-"`
+	Operation      string `json:"operation"`
+	Method         string `json:"method"`
+	Path           string `json:"path"`
+	Account        string `json:"stripe_account,omitempty"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	Micros         Micros `json:"usd"`
+	Reason         string `json:"reason"` // why it needs approval
+	// Params is what the approver sees of the request's parameters: those
+	// its Fingerprint covers, as the proxy parsed them, with secrets and
+	// card data masked and the list bounded. nil for an approval recorded
+	// before keybrake kept them ("parameters not recorded").
+	Params        *ApprovalParams `json:"params"`
+	State         string          `json:"state"`
+	DecidedBy     string          `json:"decided_by,omitempty"` // the admin token's name, or "link:<name>" for a signed link
+	DecidedAt     *time.Time      `json:"decided_at,omitempty"`
+	ReservationID string          `json:"reservation_id,omitempty"`
+	ExpiresAt     time.Time       `json:"expires_at"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+}
+
+// ApprovalParam is one parameter of an approval's request as shown to the
+// approver: its name as sent ("destination", "transfer_data[destination]",
+// "To") and its value, decoded, with characters that are not printable
+// written as \uXXXX escapes so a value cannot fake a line of an alert.
+type ApprovalParam struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// Masked is true when Value is not the value sent: a secret, a
+	// password, a token or card data is never stored or shown.
+	Masked bool `json:"masked,omitempty"`
+}
+
+// ApprovalParams is the bounded list of an approval's parameters.
+type ApprovalParams struct {
+	List []ApprovalParam `json:"list"`
+	More int             `json:"more"` // parameters left off past the bound ("…and K more")
 }
 
 // Status returns the approval's state at now, ApprovalExpired for a pending
@@ -193,3 +217,33 @@ type ApprovalService interface {
 
 // LinkSecretApprovals names the secret that signs approve/deny links.
 const LinkSecretApprovals = "approval_links"
+
+// EncodeApprovalParams is how a store keeps p: JSON, or nil (NULL) for an
+// approval whose parameters were not recorded.
+func EncodeApprovalParams(p *ApprovalParams) (*string, error) {
+	if p == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, Errorf(EINTERNAL, "encode approval parameters: %v", err)
+	}
+	s := string(b)
+	return &s, nil
+}
+
+// DecodeApprovalParams reads what EncodeApprovalParams stored; valid is
+// false for NULL, which decodes to nil.
+func DecodeApprovalParams(s string, valid bool) (*ApprovalParams, error) {
+	if !valid {
+		return nil, nil
+	}
+	p := &ApprovalParams{}
+	if err := json.Unmarshal([]byte(s), p); err != nil {
+		return nil, Errorf(EINTERNAL, "decode approval parameters: %v", err)
+	}
+	if p.List == nil {
+		p.List = []ApprovalParam{}
+	}
+	return p, nil
+}

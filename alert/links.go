@@ -31,10 +31,13 @@ type ApprovalInfo struct {
 	USD            keybrake.Micros `json:"usd"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	Reason         string          `json:"reason"`
-	ExpiresAt      time.Time       `json:"expires_at"`
-	ConsoleURL     string          `json:"console_url,omitempty"`
-	ApproveURL     string          `json:"approve_url,omitempty"`
-	DenyURL        string          `json:"deny_url,omitempty"`
+	// Params are the request's parameters as the approver sees them
+	// (keybrake.Approval.Params): nil when they were not recorded.
+	Params     *keybrake.ApprovalParams `json:"params"`
+	ExpiresAt  time.Time                `json:"expires_at"`
+	ConsoleURL string                   `json:"console_url,omitempty"`
+	ApproveURL string                   `json:"approve_url,omitempty"`
+	DenyURL    string                   `json:"deny_url,omitempty"`
 }
 
 // ApprovalLink returns the signed link under base (the admin listener's

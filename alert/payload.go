@@ -3,8 +3,10 @@ package alert
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/keybrake/keybrake"
 )
@@ -63,12 +65,14 @@ func BodyWith(format string, a *keybrake.Alert, k *keybrake.Key, ap *ApprovalInf
 		// are keybrake's own links and stay markup.
 		msg = slackEscaper.Replace(msg)
 		if ap != nil {
-			msg += approvalLines(ap)
+			// The parameters are the key holder's too: escaped like the
+			// sentence, before keybrake's own links.
+			msg += slackEscaper.Replace(paramLines(ap)) + approvalLines(ap)
 		}
 		return json.Marshal(slackBody{Text: msg})
 	}
 	if ap != nil {
-		msg += approvalLines(ap)
+		msg += paramLines(ap) + approvalLines(ap)
 	}
 	d := Data{Alert: a, Message: msg, Approval: ap}
 	if k != nil {
@@ -129,4 +133,44 @@ func approvalLines(ap *ApprovalInfo) string {
 		s += "\nApprove: " + ap.ApproveURL + "\nDeny: " + ap.DenyURL
 	}
 	return s
+}
+
+// paramLines adds to the message the request's parameters, one a line, so
+// the approver sees where the money or the message goes before following
+// a link. Values are quoted (strconv.Quote escapes what is not printable)
+// and names lose what is not printable, though the proxy stored both
+// escaped already, so nothing adds a line that looks like keybrake's own
+// Approve: or Deny: link.
+func paramLines(ap *ApprovalInfo) string {
+	p := ap.Params
+	switch {
+	case p == nil:
+		return "\nParameters: not recorded (asked for before keybrake kept them)."
+	case len(p.List) == 0 && p.More == 0:
+		return "\nParameters: none."
+	}
+	var b strings.Builder
+	b.WriteString("\nParameters:")
+	for _, kv := range p.List {
+		b.WriteString("\n  " + printable(kv.Name) + " = ")
+		if kv.Masked {
+			b.WriteString("(not shown)")
+		} else {
+			b.WriteString(strconv.Quote(kv.Value))
+		}
+	}
+	if p.More > 0 {
+		fmt.Fprintf(&b, "\n  …and %d more not shown", p.More)
+	}
+	return b.String()
+}
+
+// printable returns s without the characters that are not printable.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, s)
 }

@@ -286,7 +286,7 @@ func (s *Sender) approvalInfo(ctx context.Context, d *keybrake.AlertDelivery) (*
 	}
 	info := &ApprovalInfo{ID: ap.ID, KeyID: ap.KeyID, Operation: ap.Operation, Method: ap.Method, Path: ap.Path,
 		Amount: ap.Amount, Currency: ap.Currency, USD: ap.Micros, IdempotencyKey: ap.IdempotencyKey,
-		Reason: ap.Reason, ExpiresAt: ap.ExpiresAt}
+		Reason: ap.Reason, Params: ap.Params, ExpiresAt: ap.ExpiresAt}
 	base := ""
 	if s.PublicURL != nil {
 		base = strings.TrimRight(s.PublicURL(), "/")

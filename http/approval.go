@@ -59,6 +59,7 @@ func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call) (*keybr
 			ID: randomID("apr_", 24), KeyID: c.key.ID, IdempotencyKey: idem, Fingerprint: fp,
 			Operation: c.req.Label, Method: r.Method, Path: c.req.Record, Account: c.req.Account,
 			Amount: pr.Amount, Currency: pr.Currency, Micros: pr.Micros, Reason: why,
+			Params:    approvalParams(c.req), // approval_params.go: what the approver sees
 			CreatedAt: now, ExpiresAt: now.Add(c.key.Approval.TTL()),
 		})
 	}

@@ -153,13 +153,14 @@ type linkView struct {
 var linkTemplate = template.Must(template.New("link").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <meta name="robots" content="noindex"><title>keybrake: {{.Title}}</title>
-<style>body{font:16px system-ui,sans-serif;max-width:36em;margin:2em auto;padding:0 1em}dt{font-weight:600}button{font-size:1.1em;padding:.5em 1.5em}</style>
+<style>body{font:16px system-ui,sans-serif;max-width:36em;margin:2em auto;padding:0 1em}dt{font-weight:600}dd{overflow-wrap:anywhere}dd dl{margin:.2em 0}button{font-size:1.1em;padding:.5em 1.5em}</style>
 </head><body><h1>{{.Title}}</h1>
 {{with .Approval}}<dl>
 <dt>Approval</dt><dd>{{.ID}} ({{$.Status}})</dd>
 <dt>Key</dt><dd>{{.KeyID}}</dd>
 <dt>Request</dt><dd>{{.Operation}}: {{.Method}} {{.Path}}{{if .Account}} on {{.Account}}{{end}}</dd>
 <dt>Amount</dt><dd>{{if .Currency}}{{.Amount}} {{.Currency}} (${{.Micros}}){{else}}<strong>not priced</strong>: keybrake does not know what this operation moves; its amount is in the request's parameters{{end}}</dd>
+<dt>Parameters</dt><dd>{{with .Params}}{{if or .List .More}}<dl>{{range .List}}<dt><code>{{.Name}}</code></dt><dd>{{if .Masked}}<em>{{.Value}}</em>{{else}}<code>{{.Value}}</code>{{end}}</dd>{{end}}</dl>{{with .More}}…and {{.}} more not shown{{end}}{{else}}<em>none</em>{{end}}{{else}}<em>parameters not recorded</em> (asked for before keybrake kept them){{end}}</dd>
 <dt>Why</dt><dd>{{.Reason}}</dd>
 <dt>Idempotency-Key</dt><dd>{{.IdempotencyKey}}</dd>
 <dt>Expires</dt><dd>{{.ExpiresAt.UTC.Format "2006-01-02 15:04:05 UTC"}}</dd>

@@ -12,7 +12,7 @@ var _ keybrake.ApprovalService = (*Store)(nil)
 
 const approvalColumns = `id, key_id, idempotency_key, fingerprint, operation, method, path, account,
 	amount, currency, micros, reason, state, decided_by, decided_at, reservation_id,
-	expires_at, created_at, updated_at`
+	expires_at, created_at, updated_at, params`
 
 // RequestApproval records a pending approval unless the key has one for
 // the Idempotency-Key, and returns the stored one. The unique (key,
@@ -22,16 +22,20 @@ func (s *Store) RequestApproval(ctx context.Context, a *keybrake.Approval) (*key
 	if a == nil || a.ID == "" || a.KeyID == "" || a.IdempotencyKey == "" {
 		return nil, false, keybrake.Errorf(keybrake.EINVALID, "An approval needs an ID, a key and an Idempotency-Key.")
 	}
+	params, err := keybrake.EncodeApprovalParams(a.Params)
+	if err != nil {
+		return nil, false, err
+	}
 	var (
 		out     *keybrake.Approval
 		created bool
 	)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', '', NULL, '', $13, $14, $14)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', '', NULL, '', $13, $14, $14, $15)
 			ON CONFLICT (key_id, idempotency_key) DO NOTHING`,
 			a.ID, a.KeyID, a.IdempotencyKey, a.Fingerprint, a.Operation, a.Method, a.Path, a.Account,
-			a.Amount, a.Currency, int64(a.Micros), a.Reason, ts(a.ExpiresAt), ts(a.CreatedAt))
+			a.Amount, a.Currency, int64(a.Micros), a.Reason, ts(a.ExpiresAt), ts(a.CreatedAt), params)
 		if err != nil {
 			return err
 		}
@@ -152,10 +156,18 @@ func scanApproval(row pgx.Row) (*keybrake.Approval, error) {
 	var (
 		a      keybrake.Approval
 		micros int64
+		params *string
 	)
 	if err := row.Scan(&a.ID, &a.KeyID, &a.IdempotencyKey, &a.Fingerprint, &a.Operation, &a.Method, &a.Path, &a.Account,
 		&a.Amount, &a.Currency, &micros, &a.Reason, &a.State, &a.DecidedBy, &a.DecidedAt, &a.ReservationID,
-		&a.ExpiresAt, &a.CreatedAt, &a.UpdatedAt); err != nil {
+		&a.ExpiresAt, &a.CreatedAt, &a.UpdatedAt, &params); err != nil {
+		return nil, err
+	}
+	var err error
+	if params != nil {
+		a.Params, err = keybrake.DecodeApprovalParams(*params, true)
+	}
+	if err != nil {
 		return nil, err
 	}
 	a.Micros = keybrake.Micros(micros)

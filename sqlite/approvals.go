@@ -13,7 +13,7 @@ var _ keybrake.ApprovalService = (*Store)(nil)
 
 const approvalColumns = `id, key_id, idempotency_key, fingerprint, operation, method, path, account,
 	amount, currency, micros, reason, state, decided_by, decided_at, reservation_id,
-	expires_at, created_at, updated_at`
+	expires_at, created_at, updated_at, params`
 
 // RequestApproval records a pending approval unless the key has one for
 // the Idempotency-Key, and returns the stored one.
@@ -24,17 +24,21 @@ func (s *Store) RequestApproval(ctx context.Context, a *keybrake.Approval) (*key
 	in := *a
 	in.State, in.DecidedBy, in.DecidedAt, in.ReservationID = keybrake.ApprovalPending, "", nil, ""
 	in.CreatedAt, in.UpdatedAt, in.ExpiresAt = dbTime(in.CreatedAt), dbTime(in.CreatedAt), dbTime(in.ExpiresAt)
+	params, err := keybrake.EncodeApprovalParams(in.Params)
+	if err != nil {
+		return nil, false, err
+	}
 	var (
 		out     *keybrake.Approval
 		created bool
 	)
-	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+	err = s.batch.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO approvals (`+approvalColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (key_id, idempotency_key) DO NOTHING`,
 			in.ID, in.KeyID, in.IdempotencyKey, in.Fingerprint, in.Operation, in.Method, in.Path, in.Account,
 			in.Amount, in.Currency, int64(in.Micros), in.Reason, in.State, "", nil, "",
-			in.ExpiresAt.UnixMicro(), in.CreatedAt.UnixMicro(), in.UpdatedAt.UnixMicro())
+			in.ExpiresAt.UnixMicro(), in.CreatedAt.UnixMicro(), in.UpdatedAt.UnixMicro(), params)
 		if err != nil {
 			if isUnique(err) {
 				return keybrake.Errorf(keybrake.ECONFLICT, "Approval %s already exists.", in.ID)
@@ -156,10 +160,15 @@ func scanApproval(row scanner) (*keybrake.Approval, error) {
 		micros                    int64
 		decided                   sql.NullInt64
 		expires, created, updated int64
+		params                    sql.NullString
 	)
 	if err := row.Scan(&a.ID, &a.KeyID, &a.IdempotencyKey, &a.Fingerprint, &a.Operation, &a.Method, &a.Path, &a.Account,
 		&a.Amount, &a.Currency, &micros, &a.Reason, &a.State, &a.DecidedBy, &decided, &a.ReservationID,
-		&expires, &created, &updated); err != nil {
+		&expires, &created, &updated, &params); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.Params, err = keybrake.DecodeApprovalParams(params.String, params.Valid); err != nil {
 		return nil, err
 	}
 	a.Micros, a.DecidedAt = keybrake.Micros(micros), timePtr(decided)

@@ -94,6 +94,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("Approvals", func(t *testing.T) { testApprovals(t, o) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, o) })
 	t.Run("ApprovalAlerts", func(t *testing.T) { testApprovalAlerts(t, o) })
+	t.Run("ApprovalParams", func(t *testing.T) { testApprovalParams(t, o) })
 	t.Run("DriftAlerts", func(t *testing.T) { testDriftAlerts(t, o) })
 	t.Run("Counts", func(t *testing.T) { testCounts(t, o) })
 	t.Run("CountsRearm", func(t *testing.T) { testCountsRearm(t, o) })

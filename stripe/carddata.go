@@ -31,24 +31,34 @@ func CardData(form *Form) (param string, found bool) {
 		return "", false
 	}
 	for _, p := range form.Pairs {
-		path, ok := SplitKey(p.Key)
-		if !ok {
-			continue
-		}
-		last := path[len(path)-1]
-		if top, ok := rawDataFields[last]; ok && p.Value != "" && (top || len(path) > 1) {
+		if IsCardData(p.Key, p.Value) {
 			return p.Key, true
-		}
-		if LooksLikePAN(p.Value) {
-			return p.Key, true
-		}
-		for _, seg := range path {
-			if LooksLikePAN(seg) {
-				return p.Key, true
-			}
 		}
 	}
 	return "", false
+}
+
+// IsCardData reports whether the parameter key=value carries raw card or
+// bank account data as CardData reads it; the approval's view of a
+// request masks such a parameter (http/approval_params.go).
+func IsCardData(key, value string) bool {
+	path, ok := SplitKey(key)
+	if !ok {
+		return false
+	}
+	last := path[len(path)-1]
+	if top, ok := rawDataFields[last]; ok && value != "" && (top || len(path) > 1) {
+		return true
+	}
+	if LooksLikePAN(value) {
+		return true
+	}
+	for _, seg := range path {
+		if LooksLikePAN(seg) {
+			return true
+		}
+	}
+	return false
 }
 
 // LooksLikePAN reports whether s holds a run of 13 to 19 digits, possibly
