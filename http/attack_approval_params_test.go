@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/alert"
@@ -188,5 +189,41 @@ func TestAttackApproval_ParamsLeakSecrets(t *testing.T) {
 	}
 	if strings.Contains(page, "\u202e") || strings.Contains(slackText, "\u202e") {
 		t.Error("a bidi override reached a page or an alert")
+	}
+}
+
+// TestApprovalParams_Resend: a Resend email waiting for approval shows its
+// recipients as resend.ParseEmail read them, not its content; an approval
+// recorded without parameters (before the store kept them) says so on the
+// admin API and the alert.
+func TestApprovalParams_Resend(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","total_usd_cap":"10","approval":{"above_usd":"0.001"}}`)
+	resp, body := e.Do(t, "POST", "/resend/emails", `{"from":"a@example.com","to":["victim@x.com"],"bcc":"copy@attacker.example","subject":"Invoice","html":"<p>secret content</p>"}`,
+		map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json", "Idempotency-Key": "approve-me-1"})
+	id := resp.Header.Get("Keybrake-Approval-Id")
+	if resp.StatusCode != http.StatusPaymentRequired || id == "" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	_, out := e.Admin(t, "GET", "/vault/approvals/"+id, "")
+	var a keybrake.Approval
+	if err := json.Unmarshal(out, &a); err != nil || !hasParam(a.Params, "to", "victim@x.com") || !hasParam(a.Params, "bcc", "copy@attacker.example") ||
+		!hasParam(a.Params, "subject", "Invoice") || strings.Contains(string(out), "secret content") {
+		t.Fatalf("the approval of an email: %s", out)
+	}
+
+	old := &keybrake.Approval{ID: "apr_old0000000000000000", KeyID: a.KeyID, IdempotencyKey: "before-migration", Fingerprint: "fp",
+		Operation: "resend.emails.send", Method: "POST", Path: "/resend/emails", Reason: "old",
+		CreatedAt: e.Clock.Now(), ExpiresAt: e.Clock.Now().Add(time.Hour)}
+	if _, _, err := e.Store.RequestApproval(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if _, out := e.Admin(t, "GET", "/vault/approvals/"+old.ID, ""); !strings.Contains(string(out), `"params": null`) && !strings.Contains(string(out), `"params":null`) {
+		t.Fatalf("an approval without recorded parameters: %s", out)
+	}
+	msg, err := alert.BodyWith(keybrake.FormatSlack, &keybrake.Alert{Kind: keybrake.AlertApproval, KeyID: a.KeyID, ApprovalID: old.ID, Detail: old.Operation},
+		nil, &alert.ApprovalInfo{ID: old.ID, ExpiresAt: old.ExpiresAt})
+	if err != nil || !strings.Contains(string(msg), "Parameters: not recorded") {
+		t.Fatalf("the alert of an approval without recorded parameters: %s, %v", msg, err)
 	}
 }
