@@ -81,3 +81,52 @@ func TestAttackMCP_RevokedSessionSmuggledMethod(t *testing.T) {
 		t.Fatal("the revoked key's session is still open")
 	}
 }
+
+// A tool call that needs a person's approval said "Do not retry this call
+// as it is: stop, or ask a person to raise the limit", while the approval
+// is used only by the same call again under the same idempotency_key. The
+// tool error now says so; the approved retry is forwarded once and counted
+// once, and the agent has no tool to approve it itself.
+func TestAttackMCP_ApprovalThenRetry(t *testing.T) {
+	e := MustOpen(t)
+	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 500, "allowed_endpoints": ["*"], "allow_unpriced": true, "approval": {"above_usd": 10}}`)
+	pi := e.paymentIntent(t, 10000)
+	cs := e.MCP(t, secret, "agent", nil)
+	for _, name := range toolNames(t, cs) {
+		if strings.Contains(name, "approv") {
+			t.Fatalf("the agent has a tool %s", name)
+		}
+	}
+	args := map[string]any{"payment_intent": pi, "amount": 5000}
+	res := call(t, cs, "create_refund", args)
+	if msg := text(res); !res.IsError || !strings.Contains(msg, "waiting for a person's approval") || !strings.Contains(msg, "no idempotency_key") || strings.Contains(msg, "Do not retry") {
+		t.Fatalf("approval without idempotency_key: isError=%v %s", res.IsError, msg)
+	}
+	args["idempotency_key"] = "ticket-9"
+	res = call(t, cs, "create_refund", args)
+	msg := text(res)
+	if !res.IsError || !strings.Contains(msg, `same idempotency_key ("ticket-9")`) || strings.Contains(msg, "Do not retry") {
+		t.Fatalf("approval: isError=%v %s", res.IsError, msg)
+	}
+	detail := res.StructuredContent.(map[string]any)["error"].(map[string]any)["error"].(map[string]any)["keybrake"].(map[string]any)
+	id, _ := detail["approval_id"].(string)
+	// Until a person decides, the same call is held again, not forwarded.
+	if again := call(t, cs, "create_refund", args); !again.IsError || len(e.Sim.GroundTruth().Refunds) != 0 {
+		t.Fatalf("pending retry: isError=%v %s", again.IsError, text(again))
+	}
+	if resp, body := e.Admin(t, "POST", "/vault/approvals/"+id+"/approve", ""); resp.StatusCode != 200 {
+		t.Fatalf("approve %s: %d %s", id, resp.StatusCode, body)
+	}
+	// Other arguments under the approved idempotency_key are refused.
+	if other := call(t, cs, "create_refund", map[string]any{"payment_intent": pi, "amount": 9000, "idempotency_key": "ticket-9"}); !other.IsError {
+		t.Fatalf("approved key with another amount: %s", text(other))
+	}
+	first := mustOK(t, call(t, cs, "create_refund", args))
+	second := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", args))
+	if first["id"] != second["id"] || len(e.Sim.GroundTruth().Refunds) != 1 {
+		t.Fatalf("approved retries made refunds %v and %v (%d upstream)", first["id"], second["id"], len(e.Sim.GroundTruth().Refunds))
+	}
+	if sp := e.Spend(t, keyID); sp.Day != usd(50) {
+		t.Fatalf("spent %s, want 50.00", sp.Day)
+	}
+}
