@@ -2,9 +2,13 @@ package http_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/keybrake/keybrake"
 	khttp "github.com/keybrake/keybrake/http"
@@ -128,5 +132,77 @@ func TestAttackMCP_ApprovalThenRetry(t *testing.T) {
 	}
 	if sp := e.Spend(t, keyID); sp.Day != usd(50) {
 		t.Fatalf("spent %s, want 50.00", sp.Day)
+	}
+}
+
+// gateFirst holds the first POST /v1/refunds upstream until release is
+// closed, and lets every later one through at once: a retry that overtakes
+// the request it retries.
+type gateFirst struct {
+	base    http.RoundTripper
+	arrived chan struct{} // closed when the first refund is upstream
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gateFirst) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/v1/refunds") {
+		first := false
+		g.once.Do(func() { first = true })
+		if first {
+			close(g.arrived)
+			<-g.release
+		}
+	}
+	return g.base.RoundTrip(r)
+}
+
+// An agent called create_refund with an idempotency_key and, while the
+// call was upstream, called it again in another session with the same
+// idempotency_key (what an agent whose first call timed out does). The
+// second call replayed the first's reservation and was forwarded at once;
+// it reached Stripe first and made the refund, and the first then got
+// Stripe's saved answer (or, on Stripe, a 409 for the key in use), which
+// released the reservation they shared: a $30.00 refund moved and $0.00
+// was counted against the $50 daily cap. The same holds for any two REST
+// requests with one Idempotency-Key. Now a replay of a reservation still
+// upstream is refused with Stripe's 409 idempotency_key_in_use, forwarded
+// nothing, and the first call settles as usual.
+func TestAttackMCP_ConcurrentRetryUncounted(t *testing.T) {
+	g := &gateFirst{base: http.DefaultTransport, arrived: make(chan struct{}), release: make(chan struct{})}
+	e := MustOpen(t, func(s *khttp.Server) { s.Transport = g })
+	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
+	pi := e.paymentIntent(t, 10000)
+	args := map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-42"}
+	first := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		cs, err := e.MCPConnect(secret, "agent", nil)
+		if err != nil {
+			first <- nil
+			return
+		}
+		defer cs.Close()
+		res, _ := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_refund", Arguments: args})
+		first <- res
+	}()
+	<-g.arrived
+	again := call(t, e.MCP(t, secret, "agent", nil), "create_refund", args)
+	close(g.release)
+	res := <-first
+	if res == nil || res.IsError {
+		t.Fatalf("first call failed: %v", res)
+	}
+	if !again.IsError || !strings.Contains(text(again), "idempotency_key_in_use") {
+		t.Fatalf("retry while the first was upstream: isError=%v %s", again.IsError, text(again))
+	}
+	if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
+		t.Fatalf("%d refunds upstream, want 1", n)
+	}
+	if sp := e.Spend(t, keyID); sp.Day != usd(30) {
+		t.Fatalf("a $30.00 refund counted %s", sp.Day)
+	}
+	// Once answered, the retry replays it.
+	if r := mustOK(t, call(t, e.MCP(t, secret, "agent", nil), "create_refund", args)); r["id"] != mustOK(t, res)["id"] {
+		t.Fatalf("retry after the answer made refund %v", r["id"])
 	}
 }
