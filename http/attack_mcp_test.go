@@ -169,8 +169,17 @@ func (g *gateFirst) RoundTrip(r *http.Request) (*http.Response, error) {
 // upstream is refused with Stripe's 409 idempotency_key_in_use, forwarded
 // nothing, and the first call settles as usual.
 func TestAttackMCP_ConcurrentRetryUncounted(t *testing.T) {
+	for name, later := range map[string]bool{"SettleBeforeAnswer": false, "SettleAfterAnswer": true} {
+		t.Run(name, func(t *testing.T) { concurrentRetry(t, later) })
+	}
+}
+
+// concurrentRetry is TestAttackMCP_ConcurrentRetryUncounted; with later,
+// successes settle after the answer, and the retry sent right after the
+// first call's answer, its settlement possibly still queued, replays.
+func concurrentRetry(t *testing.T, later bool) {
 	g := &gateFirst{base: http.DefaultTransport, arrived: make(chan struct{}), release: make(chan struct{})}
-	e := MustOpen(t, func(s *khttp.Server) { s.Transport = g })
+	e := MustOpen(t, func(s *khttp.Server) { s.Transport = g; s.SettleAfterAnswer = later })
 	keyID, secret := e.CreateKey(t, `{"daily_usd_cap": 50, "allowed_endpoints": ["refunds.create"]}`)
 	pi := e.paymentIntent(t, 10000)
 	args := map[string]any{"payment_intent": pi, "amount": 3000, "idempotency_key": "refund-42"}
