@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/stripe"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -103,8 +105,22 @@ func (m *mcpServer) close() {
 // it, and hands the request to the SDK's Streamable HTTP handler.
 func (m *mcpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(mcpRPCIDHeader)
+	// The same auth limit as the REST routes (authlimit.go): /mcp is one
+	// more place to try vault keys, so a locked-out address is refused
+	// here too, and a failure here counts against it.
+	if secs, msg, locked := m.s.authLockout(r); locked {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{
+			"jsonrpc": "2.0", "id": nil,
+			"error": map[string]any{"code": -32001, "message": msg},
+		})
+		return
+	}
 	key, err := m.s.proxy.authenticate(r, m.s.stripeRoute())
 	if key == nil {
+		if keybrake.ErrorCode(err) == keybrake.EUNAUTHORIZED {
+			m.s.authFailed(r, "vault key missing, malformed or unknown") // never the presented secret
+		}
 		m.unauthorized(w, err)
 		return
 	}
@@ -181,16 +197,23 @@ func (m *mcpServer) peek(w http.ResponseWriter, r *http.Request) (call, ok bool)
 		return false, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
+	// Decode as the SDK does (jsonrpc.DecodeMessage: case-sensitive names,
+	// its rule for repeated ones), so that what is taken for a tools/call
+	// here is exactly what the SDK runs as one: encoding/json matches
+	// "Method" to method, and a revoked key's session then listed its tools
+	// as if it were calling one. A batch (2025-03-26) is not a call here.
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 		return false, true
 	}
-	var id bytes.Buffer
-	if len(msg.ID) > 0 && len(msg.ID) <= 200 && json.Compact(&id, msg.ID) == nil {
-		r.Header.Set(mcpRPCIDHeader, id.String())
+	msg, err := jsonrpc.DecodeMessage(body)
+	req, isReq := msg.(*jsonrpc.Request)
+	if err != nil || !isReq || req.Method != "tools/call" {
+		return false, true
+	}
+	if req.ID.IsValid() {
+		if id, err := json.Marshal(req.ID.Raw()); err == nil && len(id) <= 200 {
+			r.Header.Set(mcpRPCIDHeader, string(id))
+		}
 	}
 	return true, true
 }

@@ -105,7 +105,7 @@ func (m *mcpServer) run(ctx context.Context, req *mcp.CallToolRequest, tool, met
 	if rec.status == http.StatusUnauthorized {
 		m.end(origin.session)
 	}
-	return m.result(ctx, r, tool, rec), nil
+	return m.result(ctx, r, tool, idem, rec), nil
 }
 
 // mcpIdempotencyKey decides the Idempotency-Key of a tool call:
@@ -149,7 +149,7 @@ func clientName(p *mcp.InitializeParams) string {
 // result turns the proxy's answer into a tool result: Stripe's object as
 // JSON text and structured content, or a tool error (isError) whose text
 // says what was refused or failed, why, what remains and when it resets.
-func (m *mcpServer) result(ctx context.Context, r *http.Request, tool string, rec *recorder) *mcp.CallToolResult {
+func (m *mcpServer) result(ctx context.Context, r *http.Request, tool, idem string, rec *recorder) *mcp.CallToolResult {
 	var v any
 	_ = json.Unmarshal(rec.body.Bytes(), &v)
 	if rec.status >= 200 && rec.status < 300 {
@@ -191,9 +191,19 @@ func (m *mcpServer) result(ctx context.Context, r *http.Request, tool string, re
 			structured["budget"] = b
 		}
 	}
-	if rec.status == http.StatusUnauthorized {
+	approval := e.Error.Code == "keybrake_"+keybrake.EAPPROVAL
+	switch {
+	case approval && idem != "":
+		// The approval is matched by the Idempotency-Key, which is the
+		// idempotency_key argument's: the same call again is what uses it.
+		fmt.Fprintf(&text, "\nA person must approve this call first. Once they have, call %s again with the same arguments and the same idempotency_key (%q); until then, and if it is denied, do not retry it.", tool, idem)
+	case approval:
+		// Without the argument the key is derived from this JSON-RPC
+		// message, and no later call can present it.
+		fmt.Fprintf(&text, "\nA person must approve this call first, and this call had no idempotency_key, so no later call can use an approval of it: call %s again once with an idempotency_key to ask for an approval, and after a person approves it, again with the same arguments and idempotency_key.", tool)
+	case rec.status == http.StatusUnauthorized:
 		text.WriteString("\nThis vault key can no longer be used, here or anywhere: stop, and ask a person for a new vault key.")
-	} else if ours && rec.status != http.StatusBadGateway && rec.status != http.StatusServiceUnavailable {
+	case ours && rec.status != http.StatusBadGateway && rec.status != http.StatusServiceUnavailable:
 		text.WriteString("\nDo not retry this call as it is: stop, or ask a person to raise the limit.")
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, StructuredContent: structured, IsError: true}
@@ -205,6 +215,8 @@ func refusalKind(status int, code string) string {
 	switch {
 	case code == "keybrake_spend_cap_exceeded":
 		return "spend cap"
+	case code == "keybrake_"+keybrake.EAPPROVAL:
+		return "waiting for a person's approval"
 	case status == http.StatusUnauthorized:
 		return "vault key not usable"
 	case status == http.StatusForbidden:

@@ -348,6 +348,20 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, price f
 				status: http.StatusBadRequest, code: "parameter_invalid"}, nil)
 			return false
 		}
+		if _, answered := s.answered.Load(res.Reservation.ID); res.Reservation.State == keybrake.StateReserved && !answered {
+			// The first request is still upstream. Forwarded now, the
+			// retry may reach the vendor first and act, and the first
+			// then gets the saved answer or a 409, which released the
+			// reservation both share: money moved, nothing counted.
+			// Stripe answers concurrent uses of a key so too. A first
+			// request that died is made uncertain by the resolver, and
+			// its retry is then forwarded; one answered whose settlement
+			// is queued in this process replays (another replica's
+			// retry waits for the commit).
+			p.deny(w, r, c, &refusal{err: &keybrake.Error{Code: keybrake.ECONFLICT, Param: "Idempotency-Key", Message: "A request with this Idempotency-Key is still in progress; keybrake refused this one without forwarding it. Retry with the same key once the first has been answered."},
+				status: http.StatusConflict, typ: "idempotency_error", code: "idempotency_key_in_use", retry: "true"}, nil)
+			return false
+		}
 		if prev := res.Reservation; prev.State == keybrake.StateReleased && prev.UpstreamStatus != http.StatusPaymentRequired {
 			// Stripe saves the answer of a request that started executing
 			// (a decline, 402), not of one refused before it (a 400, a 429

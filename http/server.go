@@ -141,9 +141,14 @@ type Server struct {
 	proxy       *proxy
 	vendors     map[string]*vendorRoute // by route prefix (vendor_route.go)
 	mcp         *mcpServer
-	stop        chan struct{}
-	stopOnce    sync.Once
-	wg          sync.WaitGroup
+	// answered holds the IDs of reservations answered upstream whose
+	// settlement is queued (settle_later.go): still "reserved" in the
+	// store, but a retry of them replays instead of being refused as in
+	// progress.
+	answered sync.Map
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
 
 	sweepMu   sync.Mutex
 	nextSweep time.Time

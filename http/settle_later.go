@@ -31,7 +31,9 @@ func (s *Server) settleAnswered(ctx context.Context, rsv *keybrake.Reservation, 
 		rsv.State != keybrake.StateReserved || args.SettledMicros > rsv.Micros {
 		return s.settleOutcome(ctx, rsv, args)
 	}
+	s.answered.Store(args.ID, true)
 	err := ls.SettleLater(ctx, args, func(_ *keybrake.Reservation, err error) {
+		s.answered.Delete(args.ID)
 		if err != nil {
 			// Still reserved and counted in full (or settled by the
 			// resolver first): the resolver finishes it.
@@ -39,6 +41,7 @@ func (s *Server) settleAnswered(ctx context.Context, rsv *keybrake.Reservation, 
 		}
 	})
 	if err != nil {
+		s.answered.Delete(args.ID)
 		return s.settleOutcome(ctx, rsv, args)
 	}
 	return projectSettled(rsv, args), nil
