@@ -257,50 +257,39 @@ func TestAttackResend_RecipientHeaderUnpriced(t *testing.T) {
 // TestAttackApproval_LinkFromHostHeader: the approval link of a 402 was
 // built from the request's Host header, so a key holder who sent Host:
 // console.attacker.example got, to forward to an approver, a link to a
-// look-alike console asking for the admin token. With --public-url set,
-// the link is built from it.
+// look-alike console asking for the admin token. The link is built from
+// --public-url when set, else from the admin listener's own address, as
+// the links in alerts are.
 func TestAttackApproval_LinkFromHostHeader(t *testing.T) {
-	e := MustOpen(t, func(s *khttp.Server) { s.PublicURL = "https://keybrake.example/" })
-	_, secret := e.CreateKey(t, `{"total_usd_cap":100,"approval":{"above_usd":1}}`)
-	req, _ := http.NewRequest("POST", e.Server.URL()+"/v1/charges", strings.NewReader("amount=500&currency=usd&source=tok_visa"))
-	req.Host = "console.attacker.example"
-	req.Header.Set("Authorization", "Bearer "+secret)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Idempotency-Key", "approve-me")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	link := resp.Header.Get("Keybrake-Approval-Url")
-	if resp.StatusCode != 402 || !strings.HasPrefix(link, "https://keybrake.example/console/approvals/apr_") || strings.Contains(string(body), "attacker") {
-		t.Fatalf("%d link %q: %s", resp.StatusCode, link, body)
-	}
-}
-
-// TestAttackApproval_LinkFromHostHeaderWithoutPublicURL: without
-// --public-url the approval link of a 402 was still built from the
-// request's Host header, so a key holder who sent Host:
-// console.attacker.example got a link to a look-alike console to forward
-// to an approver, who would sign in there with the admin token. The link
-// is now the admin listener's own address, as the links in alerts are.
-func TestAttackApproval_LinkFromHostHeaderWithoutPublicURL(t *testing.T) {
-	e := MustOpen(t)
-	_, secret := e.CreateKey(t, `{"total_usd_cap":100,"approval":{"above_usd":1}}`)
-	req, _ := http.NewRequest("POST", e.Server.URL()+"/v1/charges", strings.NewReader("amount=500&currency=usd&source=tok_visa"))
-	req.Host = "console.attacker.example"
-	req.Header.Set("Authorization", "Bearer "+secret)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Idempotency-Key", "approve-me")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	link := resp.Header.Get("Keybrake-Approval-Url")
-	if resp.StatusCode != 402 || !strings.HasPrefix(link, e.Server.AdminURL()+"/console/approvals/apr_") || strings.Contains(string(body), "attacker") {
-		t.Fatalf("%d link %q: %s", resp.StatusCode, link, body)
+	for _, tt := range []struct {
+		name   string
+		public string
+	}{
+		{"PublicURL", "https://keybrake.example/"},
+		{"WithoutPublicURL", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := MustOpen(t, func(s *khttp.Server) { s.PublicURL = tt.public })
+			want := strings.TrimSuffix(tt.public, "/")
+			if want == "" {
+				want = e.Server.AdminURL()
+			}
+			_, secret := e.CreateKey(t, `{"total_usd_cap":100,"approval":{"above_usd":1}}`)
+			req, _ := http.NewRequest("POST", e.Server.URL()+"/v1/charges", strings.NewReader("amount=500&currency=usd&source=tok_visa"))
+			req.Host = "console.attacker.example"
+			req.Header.Set("Authorization", "Bearer "+secret)
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Idempotency-Key", "approve-me")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			link := resp.Header.Get("Keybrake-Approval-Url")
+			if resp.StatusCode != 402 || !strings.HasPrefix(link, want+"/console/approvals/apr_") || strings.Contains(string(body), "attacker") {
+				t.Fatalf("%d link %q (want under %s): %s", resp.StatusCode, link, want, body)
+			}
+		})
 	}
 }
