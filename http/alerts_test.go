@@ -381,6 +381,17 @@ func TestAttackAlert_SlackMarkupFromKeyHolder(t *testing.T) {
 	if resp.StatusCode != http.StatusPaymentRequired {
 		t.Fatalf("charge: %d %s", resp.StatusCode, out)
 	}
+	body := slackApprovalAlert(t, e, hook)
+	if strings.Contains(body.Text, "<https://console.attacker") || strings.Contains(body.Text, "<!channel>") ||
+		!strings.Contains(body.Text, "&lt;https://console.attacker.example/approve|Approve: charges.create $5.00&gt;") {
+		t.Fatalf("the child's label is Slack markup in the alert: %s", body.Text)
+	}
+}
+
+// slackApprovalAlert sends e's alerts and returns the Slack body hook got
+// for its one approval alert.
+func slackApprovalAlert(t *testing.T, e *Env, hook *kbtest.Webhook) (body struct{ Text string }) {
+	t.Helper()
 	if err := e.Server.SendAlerts(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -388,14 +399,10 @@ func TestAttackAlert_SlackMarkupFromKeyHolder(t *testing.T) {
 	if err != nil || len(as) != 1 {
 		t.Fatalf("approval alerts: %v, %v", as, err)
 	}
-	var body struct{ Text string }
 	if err := json.Unmarshal(hook.Body(as[0].ID), &body); err != nil {
 		t.Fatalf("slack body %s: %v", hook.Body(as[0].ID), err)
 	}
-	if strings.Contains(body.Text, "<https://console.attacker") || strings.Contains(body.Text, "<!channel>") ||
-		!strings.Contains(body.Text, "&lt;https://console.attacker.example/approve|Approve: charges.create $5.00&gt;") {
-		t.Fatalf("the child's label is Slack markup in the alert: %s", body.Text)
-	}
+	return body
 }
 
 // TestAttackAlert_UnpricedApprovalAsZero: the approval_required alert of
@@ -411,17 +418,7 @@ func TestAttackAlert_UnpricedApprovalAsZero(t *testing.T) {
 	if resp.StatusCode != http.StatusPaymentRequired {
 		t.Fatalf("top-up: %d %s", resp.StatusCode, out)
 	}
-	if err := e.Server.SendAlerts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	as, err := e.Store.FindAlerts(context.Background(), keybrake.AlertFilter{Kind: keybrake.AlertApproval})
-	if err != nil || len(as) != 1 {
-		t.Fatalf("approval alerts: %v, %v", as, err)
-	}
-	var body struct{ Text string }
-	if err := json.Unmarshal(hook.Body(as[0].ID), &body); err != nil {
-		t.Fatalf("slack body %s: %v", hook.Body(as[0].ID), err)
-	}
+	body := slackApprovalAlert(t, e, hook)
 	if strings.Contains(body.Text, "$0") || !strings.Contains(body.Text, "not priced") {
 		t.Fatalf("the unpriced approval's alert: %s", body.Text)
 	}
