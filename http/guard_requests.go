@@ -17,16 +17,7 @@ func (p *proxy) countRequest(w http.ResponseWriter, r *http.Request, c *call) bo
 	if !c.key.Guards.CountsRequests() {
 		return true
 	}
-	g, err := p.s.Store.CountRequest(r.Context(), keybrake.RequestArgs{KeyID: c.key.ID, Operation: c.req.Label, Customer: guardCustomer(c.req.Params), Now: p.s.Now()})
-	if err != nil {
-		p.deny(w, r, c, c.storeError(err), nil)
-		return false
-	}
-	if g != nil {
-		p.guardRefused(w, r, c, g)
-		return false
-	}
-	return true
+	return p.count(w, r, c, keybrake.RequestArgs{})
 }
 
 // countHeld is countRequest for a request on a money object that makes no
@@ -40,7 +31,15 @@ func (p *proxy) countHeld(w http.ResponseWriter, r *http.Request, c *call, holdO
 	if len(c.key.Guards.HeldLimits(c.req.Label, holdOp)) == 0 {
 		return true
 	}
-	g, err := p.s.Store.CountRequest(r.Context(), keybrake.RequestArgs{KeyID: c.key.ID, Operation: c.req.Label, Customer: guardCustomer(c.req.Params), Now: p.s.Now(), Held: true, HoldOperation: holdOp})
+	return p.count(w, r, c, keybrake.RequestArgs{Held: true, HoldOperation: holdOp})
+}
+
+// count has the store count c's request under args (its key, operation,
+// customer and time filled in here) and writes the refusal when a limit,
+// or the store, refuses it.
+func (p *proxy) count(w http.ResponseWriter, r *http.Request, c *call, args keybrake.RequestArgs) bool {
+	args.KeyID, args.Operation, args.Customer, args.Now = c.key.ID, c.req.Label, guardCustomer(c.req.Params), p.s.Now()
+	g, err := p.s.Store.CountRequest(r.Context(), args)
 	if err != nil {
 		p.deny(w, r, c, c.storeError(err), nil)
 		return false
