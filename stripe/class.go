@@ -154,16 +154,25 @@ func oneOf(form *Form, name string, values ...string) bool {
 func noInvoiceNow(f *Form) bool { return !truthy(f, "invoice_now") }
 
 // noBalance also refuses account_balance, the name of balance before API
-// version 2019-10-17, which a client can still choose with Stripe-Version.
+// version 2019-10-17, and the parameters that subscribed the customer to a
+// plan in older versions (plan, with quantity, trial_end and tax_percent:
+// the first invoice is charged at once), which a client can still choose
+// with Stripe-Version.
 func noBalance(f *Form) bool {
-	return !f.Has("balance") && !f.Has("account_balance") && !f.Has("cash_balance")
+	for _, name := range []string{"balance", "account_balance", "cash_balance", "plan", "quantity", "trial_end", "tax_percent"} {
+		if f.Has(name) {
+			return false
+		}
+	}
+	return true
 }
 
-// customerUpdateFree is noBalance without source (or its pre-2015 alias
-// card): a new source makes Stripe retry, at once, the latest open invoice
-// of every past_due subscription that bills automatically.
+// customerUpdateFree is noBalance without source (or its aliases card,
+// from before 2015, and bank_account): a new source makes Stripe retry, at
+// once, the latest open invoice of every past_due subscription that bills
+// automatically.
 func customerUpdateFree(f *Form) bool {
-	return noBalance(f) && !f.Has("source") && !f.Has("card")
+	return noBalance(f) && !f.Has("source") && !f.Has("card") && !f.Has("bank_account")
 }
 
 // invoiceStaysDraft requires auto_advance=false said explicitly: its
@@ -189,10 +198,13 @@ func subscriptionUpdateFree(f *Form) bool {
 
 // noPayoutChange also refuses payout_schedule, payout_statement_descriptor
 // and debit_negative_balances, the top-level names of settings[payouts]
-// before API version 2019-02-19, which a client can still choose with
+// before API version 2019-02-19, and transfer_schedule and
+// transfer_statement_descriptor, their names before 2017-04-06 (when
+// payouts were still transfers), which a client can still choose with
 // Stripe-Version.
 func noPayoutChange(f *Form) bool {
-	for _, name := range []string{"external_account", "bank_account", "payout_schedule", "payout_statement_descriptor", "debit_negative_balances"} {
+	for _, name := range []string{"external_account", "bank_account", "payout_schedule", "payout_statement_descriptor", "debit_negative_balances",
+		"transfer_schedule", "transfer_statement_descriptor"} {
 		if f.Has(name) {
 			return false
 		}

@@ -1,0 +1,95 @@
+package http_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// protoCase is one request a vault-key holder sends, header lines as
+// written.
+type protoCase struct {
+	name, method, path, body string
+	lines                    []Header
+}
+
+// mustRefuseUnpriced sends each case with a capped key that allows every
+// operation but not unpriced ones, and asserts keybrake refused it as
+// unpriced (403) without sending anything upstream.
+func mustRefuseUnpriced(t *testing.T, cases []protoCase) {
+	t.Helper()
+	e, u := MustOpenRecorded(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_endpoints":["*"]}`)
+	auth := Header{"Authorization", "Bearer " + secret}
+	form := Header{"Content-Type", "application/x-www-form-urlencoded"}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := u.Count()
+			resp, body := e.DoRaw(t, tc.method, tc.path, tc.body, append([]Header{auth, form}, tc.lines...)...)
+			if resp.StatusCode != 403 || !strings.Contains(string(body), "cannot price") {
+				t.Fatalf("status %d, want 403 as unpriced: %s", resp.StatusCode, body)
+			}
+			if n := u.Count() - before; n != 0 {
+				t.Fatalf("%d requests went upstream", n)
+			}
+		})
+	}
+}
+
+// Before API version 2018 customers.create took plan (with quantity,
+// trial_end and tax_percent): "The identifier of the plan to subscribe the
+// customer to" — a subscription whose first invoice Stripe charges at once
+// to the source sent alongside. keybrake forwards Stripe-Version, and Stripe
+// reads a request's parameters by the version it names, so with an old
+// version a free customers.create (in the default payments set) charged
+// plan amount × quantity, unlimited, past every cap.
+func TestAttackProto_LegacyCustomerPlan(t *testing.T) {
+	old := Header{"Stripe-Version", "2017-08-15"}
+	mustRefuseUnpriced(t, []protoCase{
+		{"Plan", "POST", "/stripe/v1/customers", "source=tok_visa&plan=gold&quantity=1000", []Header{old}},
+		{"TrialEndNow", "POST", "/stripe/v1/customers", "source=tok_visa&plan=gold&trial_end=now", []Header{old}},
+		{"UpdatePlan", "POST", "/stripe/v1/customers/cus_1", "plan=gold&quantity=1000", []Header{old}},
+		{"UpdateTaxPercent", "POST", "/stripe/v1/customers/cus_1", "tax_percent=99", []Header{old}},
+	})
+}
+
+// customers.update takes bank_account, like card a legacy alias of source
+// (it is in the current OpenAPI description): a new bank account source
+// becomes the customer's default, and Stripe retries the open invoices of
+// past_due subscriptions when a new source is set. card was unpriced;
+// bank_account passed as free.
+func TestAttackProto_CustomerBankAccountSource(t *testing.T) {
+	mustRefuseUnpriced(t, []protoCase{
+		{"Token", "POST", "/stripe/v1/customers/cus_1", "bank_account=btok_us_verified", nil},
+		{"Object", "POST", "/stripe/v1/customers/cus_1", "bank_account[object]=bank_account&bank_account[country]=US", nil},
+	})
+}
+
+// Before API version 2017-04-06 (the transfer/payout split) an account's
+// payout settings were transfer_schedule and transfer_statement_descriptor,
+// two versions before they became payout_schedule (unpriced since
+// TestAttackCanon_AccountLegacyPayoutParams) and settings[payouts]. With
+// Stripe-Version 2017-02-14 accounts.update could schedule a connected
+// account's payouts as a free write.
+func TestAttackProto_LegacyTransferSchedule(t *testing.T) {
+	old := Header{"Stripe-Version", "2017-02-14"}
+	mustRefuseUnpriced(t, []protoCase{
+		{"Interval", "POST", "/stripe/v1/accounts/acct_1", "transfer_schedule[interval]=daily", []Header{old}},
+		{"DelayDays", "POST", "/stripe/v1/accounts/acct_1", "transfer_schedule[delay_days]=minimum", []Header{old}},
+		{"Descriptor", "POST", "/stripe/v1/accounts/acct_1", "transfer_statement_descriptor=x", []Header{old}},
+	})
+}
+
+// The same writes without those parameters stay free and are forwarded,
+// with the client's Stripe-Version.
+func TestProxy_LegacyVersionFreeWrites(t *testing.T) {
+	e, u := MustOpenRecorded(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_endpoints":["*"]}`)
+	resp, body := e.DoRaw(t, "POST", "/stripe/v1/customers", "email=a%40example.com&source=tok_visa",
+		Header{"Authorization", "Bearer " + secret}, Header{"Stripe-Version", "2017-08-15"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if v := u.Last(t).Header.Get("Stripe-Version"); v != "2017-08-15" {
+		t.Fatalf("upstream Stripe-Version %q", v)
+	}
+}
