@@ -93,3 +93,47 @@ func TestProxy_LegacyVersionFreeWrites(t *testing.T) {
 		t.Fatalf("upstream Stripe-Version %q", v)
 	}
 }
+
+// Every top-level parameter of Stripe's API is [a-z][a-z0-9_]*. A name
+// outside that is one keybrake cannot know Stripe reads as keybrake does:
+// next to amount=100, an "AMOUNT", a "\ufeffamount" (a byte order mark
+// opens the body), or a Cyrillic "аmount" is a second amount to a parser
+// that folds case, strips the mark or normalizes look-alikes, which
+// keybrake never priced; "_method" is Rack's method override, which turns
+// the POST keybrake classified into another method. They were forwarded;
+// they are refused. Nested keys (metadata's) stay the client's own.
+func TestAttackProto_ParamNamesStripeNeverUses(t *testing.T) {
+	e, u := MustOpenRecorded(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_endpoints":["*"]}`)
+	auth := Header{"Authorization", "Bearer " + secret}
+	form := Header{"Content-Type", "application/x-www-form-urlencoded"}
+	for _, tc := range []struct{ name, path, body string }{
+		{"UpperCase", "/stripe/v1/charges", "AMOUNT=900000&" + charge},
+		{"EscapedUpperCase", "/stripe/v1/charges", "%41mount=900000&" + charge},
+		{"ByteOrderMark", "/stripe/v1/charges", "\ufeffamount=900000&" + charge},
+		{"CyrillicA", "/stripe/v1/charges", "%D0%B0mount=900000&" + charge},
+		{"ZeroWidthSpace", "/stripe/v1/charges", "amo%E2%80%8Bunt=900000&" + charge},
+		{"MethodOverride", "/stripe/v1/customers/cus_1", "_method=DELETE&email=a%40example.com"},
+		{"LeadingDigit", "/stripe/v1/charges", "1amount=900000&" + charge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := u.Count()
+			resp, body := e.DoRaw(t, "POST", tc.path, tc.body, auth, form)
+			MustRefuse(t, u, before, resp, body, 400, "")
+			if !strings.Contains(string(body), "Invalid parameter name") {
+				t.Fatalf("refused for another reason: %s", body)
+			}
+		})
+	}
+	t.Run("QueryUpperCase", func(t *testing.T) {
+		before := u.Count()
+		resp, body := e.DoRaw(t, "GET", "/stripe/v1/charges?Customer=cus_1", "", auth)
+		MustRefuse(t, u, before, resp, body, 400, "")
+	})
+	t.Run("OKNestedKeysFree", func(t *testing.T) {
+		resp, body := e.DoRaw(t, "POST", "/stripe/v1/charges", charge+"&metadata%5BOrder-Id%5D=1&metadata%5B%C3%A9t%C3%A9%5D=2&expand%5B%5D=customer&address_line1=x", auth, form)
+		if resp.StatusCode == 400 && strings.Contains(string(body), "Invalid parameter name") {
+			t.Fatalf("refused: %s", body)
+		}
+	})
+}

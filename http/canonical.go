@@ -182,9 +182,10 @@ func isFormType(ct string) bool {
 
 // parseForm parses a query string or form body as Stripe's parser would,
 // refusing what another parser could read differently: a literal ';'
-// (some form parsers also split on it) and parameter names with spaces or
+// (some form parsers also split on it), parameter names with spaces or
 // control characters (some parsers strip spaces after a separator, so
-// "& destination" could be destination to Stripe and not to keybrake).
+// "& destination" could be destination to Stripe and not to keybrake),
+// and top-level names Stripe's API never uses (isStripeName).
 func parseForm(raw string) (*stripe.Form, error) {
 	if strings.Contains(raw, ";") {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "Invalid form encoding: a literal ';' is ambiguous; separate parameters with & and encode ';' in values as %%3B.")
@@ -197,8 +198,32 @@ func parseForm(raw string) (*stripe.Form, error) {
 		if strings.ContainsFunc(p.Key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 			return nil, keybrake.ErrorParam(p.Key, "Invalid parameter name %q: parameter names have no spaces or control characters.", p.Key)
 		}
+		if name, _, _ := strings.Cut(p.Key, "["); !isStripeName(name) {
+			return nil, keybrake.ErrorParam(p.Key, "Invalid parameter name %q: the Stripe API's parameters are lower-case letters, digits and underscores, starting with a letter.", p.Key)
+		}
 	}
 	return f, nil
+}
+
+// isStripeName reports whether name is shaped like every top-level
+// parameter of Stripe's API (all 3,187 in its OpenAPI description):
+// [a-z][a-z0-9_]*. Any other name is one keybrake cannot know Stripe reads
+// as keybrake does: "Amount" or "\ufeffamount" next to amount, under a
+// parser that folds case or strips a byte order mark, would be a second
+// amount keybrake did not price; "_method" is the method override of
+// Rack-based servers, which would make a POST keybrake classified as an
+// update run as a delete.
+func isStripeName(name string) bool {
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // upstreamHeader builds the upstream request's headers from nothing:
