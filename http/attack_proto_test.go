@@ -137,3 +137,15 @@ func TestAttackProto_ParamNamesStripeNeverUses(t *testing.T) {
 		}
 	})
 }
+
+// A preview Stripe-Version (the beta OpenAPI description) gives
+// accounts.update risk_controls: pause_requested=false unpauses the payouts
+// or charges of a connected account the platform paused, what
+// accounts.unreject (unpriced) does. It passed as a free write.
+func TestAttackProto_PreviewRiskControls(t *testing.T) {
+	preview := Header{"Stripe-Version", "2026-08-26.preview"}
+	mustRefuseUnpriced(t, []protoCase{
+		{"UnpausePayouts", "POST", "/stripe/v1/accounts/acct_1", "risk_controls[payouts][pause_requested]=false", []Header{preview}},
+		{"UnpauseCharges", "POST", "/stripe/v1/accounts/acct_1", "risk_controls[charges][pause_requested]=false", []Header{preview}},
+	})
+}

@@ -201,10 +201,12 @@ func subscriptionUpdateFree(f *Form) bool {
 // before API version 2019-02-19, and transfer_schedule and
 // transfer_statement_descriptor, their names before 2017-04-06 (when
 // payouts were still transfers), which a client can still choose with
-// Stripe-Version.
+// Stripe-Version; and risk_controls, which a preview Stripe-Version takes:
+// risk_controls[payouts][pause_requested]=false (or charges') unpauses
+// what the platform paused, as accounts.unreject re-enables it.
 func noPayoutChange(f *Form) bool {
 	for _, name := range []string{"external_account", "bank_account", "payout_schedule", "payout_statement_descriptor", "debit_negative_balances",
-		"transfer_schedule", "transfer_statement_descriptor"} {
+		"transfer_schedule", "transfer_statement_descriptor", "risk_controls"} {
 		if f.Has(name) {
 			return false
 		}
