@@ -1,8 +1,18 @@
 package http_test
 
 import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+
+	khttp "github.com/keybrake/keybrake/http"
 )
 
 // protoCase is one request a vault-key holder sends, header lines as
@@ -148,4 +158,108 @@ func TestAttackProto_PreviewRiskControls(t *testing.T) {
 		{"UnpausePayouts", "POST", "/stripe/v1/accounts/acct_1", "risk_controls[payouts][pause_requested]=false", []Header{preview}},
 		{"UnpauseCharges", "POST", "/stripe/v1/accounts/acct_1", "risk_controls[charges][pause_requested]=false", []Header{preview}},
 	})
+}
+
+// Framing and hop-by-hop headers cannot change what reaches Stripe: the
+// upstream request is rebuilt from what keybrake parsed. Trailers (read by
+// Go after the body, never into the headers keybrake parsed) do not reach
+// it as headers or trailers; a Connection header naming Stripe-Account and
+// Idempotency-Key does not strip the values keybrake reserved and scoped
+// under; Transfer-Encoding with Content-Length is read chunked, as
+// forwarded with a length.
+func TestProxy_WireFramingUpstream(t *testing.T) {
+	e, u := MustOpenRecorded(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_accounts":["acct_1"]}`)
+	start := "POST /stripe/v1/charges HTTP/1.1\r\nHost: keybrake\r\nConnection: close\r\nAuthorization: Bearer " + secret +
+		"\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\n", len(charge), charge)
+	for _, tc := range []struct {
+		name, raw string
+		account   string // the Stripe-Account upstream
+		idem      string // the Idempotency-Key upstream, "" for keybrake's own
+	}{
+		{"Trailers", start + "Stripe-Account: acct_1\r\nTransfer-Encoding: chunked\r\nTrailer: Stripe-Account, Idempotency-Key\r\n\r\n" +
+			chunked + "Stripe-Account: acct_2\r\nIdempotency-Key: trailer-1\r\n\r\n", "acct_1", ""},
+		{"UndeclaredTrailers", start + "Stripe-Account: acct_1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked + "Stripe-Account: acct_2\r\n\r\n", "acct_1", ""},
+		{"ConnectionNamesParsedHeaders", strings.Replace(start, "Connection: close", "Connection: close, Stripe-Account, Idempotency-Key", 1) +
+			fmt.Sprintf("Stripe-Account: acct_1\r\nIdempotency-Key: hop-1\r\nContent-Length: %d\r\n\r\n%s", len(charge), charge), "acct_1", "hop-1"},
+		{"TransferEncodingAndLength", start + "Stripe-Account: acct_1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n" + chunked + "\r\n", "acct_1", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := e.DoWire(t, tc.raw)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			up := u.Last(t)
+			if got := up.Header.Get("Stripe-Account"); got != tc.account {
+				t.Errorf("upstream Stripe-Account %q, want %q", got, tc.account)
+			}
+			if got := up.Header.Get("Idempotency-Key"); tc.idem != "" && got != tc.idem || tc.idem == "" && !strings.HasPrefix(got, "kb_") {
+				t.Errorf("upstream Idempotency-Key %q, want %q", got, tc.idem)
+			}
+			if len(up.Trailer) != 0 || len(up.TransferEncoding) != 0 || up.Header.Get("Trailer") != "" || up.Header.Get("Connection") != "" {
+				t.Errorf("upstream framing: trailer %v, transfer-encoding %v, headers %v", up.Trailer, up.TransferEncoding, up.Header)
+			}
+			if up.ContentLength <= int64(len(charge)) {
+				t.Errorf("upstream Content-Length %d", up.ContentLength)
+			}
+		})
+	}
+}
+
+// Stripe's API speaks HTTP/2, and so does keybrake's transport to it
+// (ForceAttemptHTTP2). The upstream request was a clone of the client's
+// with headers, body and framing rebuilt, but its Trailer kept: the client's
+// chunked trailers, which keybrake never parsed. Over HTTP/1.1 with a
+// Content-Length Go drops them; over HTTP/2 Go sends them, after the body,
+// as a trailing HEADERS frame. A client's "Stripe-Account: acct_2" and
+// "Idempotency-Key" trailers reached Stripe on a charge keybrake scoped to
+// the platform and reserved under its own key: one merge of trailers into
+// headers upstream and the money moves on another account, replayed by
+// another key. Nothing keybrake did not parse may reach the upstream.
+func TestAttackProto_TrailersOverHTTP2(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		trailers []http.Header
+		sim      *url.URL
+	)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body) // the trailers arrive after the body
+		mu.Lock()
+		trailers = append(trailers, r.Trailer.Clone())
+		mu.Unlock()
+		if r.ProtoMajor != 2 {
+			http.Error(w, "want HTTP/2", http.StatusHTTPVersionNotSupported)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		httputil.NewSingleHostReverseProxy(sim).ServeHTTP(w, r)
+	}))
+	up.EnableHTTP2 = true
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	e := MustOpen(t, func(s *khttp.Server) {
+		s.Upstream, _ = url.Parse(up.URL)
+		s.Transport = up.Client().Transport
+	})
+	sim, _ = url.Parse(e.SimURL)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100}`)
+	raw := "POST /stripe/v1/charges HTTP/1.1\r\nHost: keybrake\r\nConnection: close\r\nAuthorization: Bearer " + secret +
+		"\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\nTrailer: Stripe-Account, Idempotency-Key\r\n\r\n" +
+		fmt.Sprintf("%x\r\n%s\r\n0\r\n", len(charge), charge) + "Stripe-Account: acct_2\r\nIdempotency-Key: trailer-1\r\n\r\n"
+	resp, body := e.DoWire(t, raw)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(trailers) != 1 {
+		t.Fatalf("%d requests upstream", len(trailers))
+	}
+	if len(trailers[0]) != 0 {
+		t.Fatalf("upstream got the client's trailers %v", trailers[0])
+	}
+	if gt := e.Sim.GroundTruth().Charges; len(gt) != 1 || gt[0].Account != "" {
+		t.Fatalf("charges %+v", gt)
+	}
 }

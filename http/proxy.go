@@ -497,8 +497,8 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 // rewrite builds the upstream request from nothing but what keybrake
-// parsed: the vendor's URL, the forwarded query and body, and headers the
-// vendor builds (Vendor.Prepare) with the real credential.
+// parsed: the vendor's URL, the forwarded query and body, no trailers, and
+// headers the vendor builds (Vendor.Prepare) with the real credential.
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	c := pr.In.Context().Value(callKey{}).(*call)
 	u := c.upstream
@@ -513,6 +513,10 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Set("User-Agent", ua)
 	}
 	pr.Out.TransferEncoding = nil
+	// The client's chunked trailers, which nothing parsed: over HTTP/1.1
+	// with a length Go drops them, over HTTP/2 it would send them after
+	// the body (a Stripe-Account or Idempotency-Key keybrake never read).
+	pr.Out.Trailer = nil
 	pr.Out.Body, pr.Out.ContentLength = http.NoBody, 0
 	if pr.In.Method != http.MethodGet && pr.In.Method != http.MethodDelete {
 		pr.Out.Body = io.NopCloser(bytes.NewReader(c.req.Body))
