@@ -78,6 +78,28 @@ type HoldService interface {
 	// request became the object's hold) last changed before orphanedBefore,
 	// so no held reservation outlives its object. A limit of 0 means 100.
 	LeaseHolds(ctx context.Context, owner string, now, orphanedBefore, until time.Time, limit int) ([]*Reservation, error)
+
+	// RenewHoldLease extends, to args.Until, the lock that args.Owner took
+	// on the key's object with LeaseHolds, before the owner acts on the
+	// object upstream: the lease may have expired meanwhile (a slow
+	// retrieval), and a request may then have taken the object and moved
+	// its money. Returns ECONFLICT, changing nothing, when the object's
+	// lock is no longer args.Owner's (a request took it, whether or not it
+	// still holds it), when another owner holds an unexpired lock on the
+	// object for another key, or when reservation args.ReservationID is no
+	// longer held; ENOTFOUND for an unknown reservation. The key's status
+	// does not matter: a revoked key's holds are swept too.
+	RenewHoldLease(ctx context.Context, args RenewArgs) error
+}
+
+// RenewArgs asks to extend a sweeper's lease of a held object.
+type RenewArgs struct {
+	KeyID         string
+	ObjectID      string
+	ReservationID string // the held reservation leased with the object
+	Owner         string // who leased it
+	Now           time.Time
+	Until         time.Time
 }
 
 // MaxHeldObjects is the most objects HeldObjects answers for at once: more

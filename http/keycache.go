@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/keybrake/keybrake"
 )
@@ -10,46 +11,72 @@ import (
 // keyCacheSize bounds the cache; past it, the cache is emptied and refilled.
 const keyCacheSize = 10_000
 
+// KeyCacheMaxAge bounds how long a cached key is used without reading it
+// again, whatever the store's watcher reports. The watcher evicts a key on
+// every change it hears of, but a notification can be lost without the
+// watcher knowing (a pooler in transaction mode swallows LISTEN's
+// notifications; a half-open connection hears nothing until TCP keepalive
+// gives up, minutes later): a revoked key, or one whose allowlist or
+// allow_unpriced was narrowed, would then keep its reads, free writes and
+// unpriced writes on that replica for as long as it lived. Money-moving
+// requests never depend on the cache (Reserve reads the key again).
+const KeyCacheMaxAge = 5 * time.Second
+
 // keyCache keeps vault keys by secret hash so that authenticating a request
 // costs no store read. It is only used with a store that implements
 // keybrake.KeyWatcher, and every change reported evicts the key, so a
-// revocation or cap change applies on the next request. Money-moving
+// revocation or cap change applies on the next request; a change whose
+// report was lost applies at most KeyCacheMaxAge later. Money-moving
 // requests never rely on it alone: Reserve reads the key's policy again
 // inside its transaction.
 type keyCache struct {
 	mu     sync.Mutex
 	gen    uint64 // bumped by every change, so a lookup racing a change is not cached
-	byHash map[string]*keybrake.Key
+	byHash map[string]cachedKey
 	// hashOf maps a key ID to every hash it is cached under: during a
 	// rotation's grace period a key is cached under its old secret and its
 	// new one, and a change must evict both.
 	hashOf map[string][]string
 }
 
-func newKeyCache() *keyCache {
-	return &keyCache{byHash: map[string]*keybrake.Key{}, hashOf: map[string][]string{}}
+// cachedKey is a key and when it was read from the store.
+type cachedKey struct {
+	key  *keybrake.Key
+	read time.Time
 }
 
-func (c *keyCache) get(hash string) (*keybrake.Key, uint64) {
+func newKeyCache() *keyCache {
+	return &keyCache{byHash: map[string]cachedKey{}, hashOf: map[string][]string{}}
+}
+
+// get returns the key cached under hash, or nil when none is, or when it
+// was read more than KeyCacheMaxAge before now (or after now: a clock set
+// back).
+func (c *keyCache) get(hash string, now time.Time) (*keybrake.Key, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.byHash[hash], c.gen
+	e, ok := c.byHash[hash]
+	if !ok || now.Sub(e.read) > KeyCacheMaxAge || now.Before(e.read) {
+		return nil, c.gen
+	}
+	return e.key, c.gen
 }
 
-// put caches k unless a change was reported since gen was read.
-func (c *keyCache) put(hash string, k *keybrake.Key, gen uint64) {
+// put caches k, read at read, unless a change was reported since gen was
+// read.
+func (c *keyCache) put(hash string, k *keybrake.Key, gen uint64, read time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen {
 		return
 	}
 	if len(c.byHash) >= keyCacheSize {
-		c.byHash, c.hashOf = map[string]*keybrake.Key{}, map[string][]string{}
+		c.byHash, c.hashOf = map[string]cachedKey{}, map[string][]string{}
 	}
 	if _, ok := c.byHash[hash]; !ok {
 		c.hashOf[k.ID] = append(c.hashOf[k.ID], hash)
 	}
-	c.byHash[hash] = k
+	c.byHash[hash] = cachedKey{key: k, read: read}
 }
 
 // evict drops a key, or every key for id "".
@@ -58,7 +85,7 @@ func (c *keyCache) evict(id string) {
 	defer c.mu.Unlock()
 	c.gen++
 	if id == "" {
-		c.byHash, c.hashOf = map[string]*keybrake.Key{}, map[string][]string{}
+		c.byHash, c.hashOf = map[string]cachedKey{}, map[string][]string{}
 		return
 	}
 	for _, h := range c.hashOf[id] {
@@ -73,7 +100,8 @@ func (s *Server) findKey(ctx context.Context, hash string) (*keybrake.Key, error
 	if s.keys == nil {
 		return s.Store.FindKeyBySecretHash(ctx, hash)
 	}
-	k, gen := s.keys.get(hash)
+	read := s.Now()
+	k, gen := s.keys.get(hash, read)
 	if k != nil {
 		return k, nil
 	}
@@ -81,7 +109,7 @@ func (s *Server) findKey(ctx context.Context, hash string) (*keybrake.Key, error
 	if err != nil {
 		return nil, err
 	}
-	s.keys.put(hash, k, gen)
+	s.keys.put(hash, k, gen, read)
 	return k, nil
 }
 

@@ -55,6 +55,16 @@ func (s *Server) sweepOne(ctx context.Context, rsv *keybrake.Reservation) (bool,
 		return false, err
 	}
 	if out.State == stripe.OutcomeHeld {
+		// The lease was taken before the retrieval, which may have
+		// outlasted it; a request may then have taken the object and
+		// captured it. Ending an authorization is a refund, which Stripe
+		// applies to captured money too: act only under a lease renewed
+		// for the whole upstream call, on a hold still held.
+		now := s.Now()
+		if err := s.Store.RenewHoldLease(ctx, keybrake.RenewArgs{KeyID: rsv.KeyID, ObjectID: rsv.ObjectID, ReservationID: rsv.ID,
+			Owner: s.ID, Now: now, Until: now.Add(s.UpstreamTimeout + lockMargin)}); err != nil {
+			return false, fmt.Errorf("renew the lease of %s before ending it: %w", rsv.ObjectID, err)
+		}
 		if err := s.endObject(ctx, rsv); err != nil {
 			return false, err
 		}

@@ -239,6 +239,47 @@ func (s *Store) LeaseHolds(ctx context.Context, owner string, now, orphanedBefor
 	return out, nil
 }
 
+// RenewHoldLease extends args.Owner's lease of the key's object to
+// args.Until while the lock is still the owner's and the reservation still
+// held; ECONFLICT otherwise. It takes the object's advisory lock, as
+// LockObject does, so no locker of the object runs between its checks.
+func (s *Store) RenewHoldLease(ctx context.Context, args keybrake.RenewArgs) error {
+	if args.KeyID == "" || args.ObjectID == "" || args.Owner == "" || args.ReservationID == "" {
+		return keybrake.Errorf(keybrake.EINVALID, "A lease needs a key, an object, a reservation and an owner.")
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, args.ObjectID); err != nil {
+			return err
+		}
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM reservations WHERE id = $1`, args.ReservationID).Scan(&state); err != nil {
+			return notFound(err, "No such reservation.")
+		}
+		if state != keybrake.StateHeld {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is %s, no longer held.", args.ReservationID, state)
+		}
+		var others int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM holds WHERE object_id = $1 AND key_id <> $2
+			AND lock_owner <> '' AND lock_owner <> $3 AND lock_until > $4`,
+			args.ObjectID, args.KeyID, args.Owner, ts(args.Now)).Scan(&others); err != nil {
+			return err
+		}
+		if others > 0 {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Object %s is locked by another request.", args.ObjectID)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE holds SET lock_until = $4 WHERE key_id = $1 AND object_id = $2 AND lock_owner = $3`,
+			args.KeyID, args.ObjectID, args.Owner, ts(args.Until))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Object %s is no longer leased by %s.", args.ObjectID, args.Owner)
+		}
+		return nil
+	})
+	return s.wrap("renew lease of "+args.ObjectID, err)
+}
+
 // prefixRow scans a row whose first column is a string before a row of
 // reservationColumns.
 type prefixRow struct {

@@ -83,6 +83,13 @@ type Replica struct {
 // MustReplica starts a replica on 127.0.0.1:0 in front of sim.
 func MustReplica(tb testing.TB, dsn string, sim *Sim) *Replica {
 	tb.Helper()
+	return mustReplicaWith(tb, dsn, sim, nil)
+}
+
+// mustReplicaWith is MustReplica with mod applied to the server before it
+// opens.
+func mustReplicaWith(tb testing.TB, dsn string, sim *Sim, mod func(*Replica)) *Replica {
+	tb.Helper()
 	store := MustStore(tb, dsn)
 	s := khttp.NewServer()
 	s.Addr = "127.0.0.1:0"
@@ -92,11 +99,15 @@ func MustReplica(tb testing.TB, dsn string, sim *Sim) *Replica {
 	s.UpstreamKey = upstreamKey
 	s.AdminToken = adminToken
 	s.Logger = slog.New(slog.DiscardHandler)
+	r := &Replica{Server: s, Store: store}
+	if mod != nil {
+		mod(r)
+	}
 	if err := s.Open(); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { s.Close() })
-	return &Replica{Server: s, Store: store}
+	return r
 }
 
 // client is shared by the tests: enough idle connections for hundreds of

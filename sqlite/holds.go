@@ -252,6 +252,38 @@ func (s *Store) LeaseHolds(ctx context.Context, owner string, now, orphanedBefor
 	return out, nil
 }
 
+// RenewHoldLease extends args.Owner's lease of the key's object to
+// args.Until while the lock is still the owner's and the reservation still
+// held; ECONFLICT otherwise.
+func (s *Store) RenewHoldLease(ctx context.Context, args keybrake.RenewArgs) error {
+	if args.KeyID == "" || args.ObjectID == "" || args.Owner == "" || args.ReservationID == "" {
+		return keybrake.Errorf(keybrake.EINVALID, "A lease needs a key, an object, a reservation and an owner.")
+	}
+	now, until := dbTime(args.Now), dbTime(args.Until)
+	return s.batch.write(ctx, func(tx *sql.Tx) error {
+		var state string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM reservations WHERE id = ?`, args.ReservationID).Scan(&state)
+		if err != nil {
+			return wrapResErr(err, "renew lease of %s", args.ObjectID)
+		}
+		if state != keybrake.StateHeld {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is %s, no longer held.", args.ReservationID, state)
+		}
+		if err := otherKeyLock(ctx, tx, keybrake.LockArgs{KeyID: args.KeyID, ObjectID: args.ObjectID, Owner: args.Owner}, now); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE holds SET lock_until = ? WHERE key_id = ? AND object_id = ? AND lock_owner = ?`,
+			until.UnixMicro(), args.KeyID, args.ObjectID, args.Owner)
+		if err != nil {
+			return wrap(err, "renew lease of %s", args.ObjectID)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return keybrake.Errorf(keybrake.ECONFLICT, "Object %s is no longer leased by %s.", args.ObjectID, args.Owner)
+		}
+		return nil
+	})
+}
+
 // qHeldObjects reads which of a JSON array of objects a key holds live;
 // prepared on the readers, since every Stripe answer that carries a
 // payment intent's client secret runs it (http/vendor_stripe_secret.go).

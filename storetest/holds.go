@@ -269,6 +269,64 @@ func testHolds(t *testing.T, open opener) {
 		_, err = s.LockObject(ctx, lockArgs("req_1", now))
 		wantCode(t, err, keybrake.ECONFLICT)
 	})
+	t.Run("RenewHoldLease", func(t *testing.T) {
+		// A sweeper renews its lease before acting upstream; it fails once
+		// a request took the object after the lease expired, even if the
+		// request has let go since, and once the hold is no longer held.
+		setup := func(t *testing.T) (keybrake.Store, *keybrake.Reservation, time.Time) {
+			s := open(t)
+			MustCreateKey(t, s, NewKey("key_a"))
+			r := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(5), T0, T0.Add(time.Hour))
+			now := T0.Add(2 * time.Hour)
+			if got, err := s.LeaseHolds(ctx, "sweeper_1", now, T0, now.Add(time.Minute), 10); err != nil || len(got) != 1 {
+				t.Fatalf("LeaseHolds = %v, %v", ids(got), err)
+			}
+			return s, r, now
+		}
+		renew := func(s keybrake.Store, r *keybrake.Reservation, owner string, now time.Time) error {
+			return s.RenewHoldLease(ctx, keybrake.RenewArgs{KeyID: "key_a", ObjectID: "pi_1", ReservationID: r.ID, Owner: owner, Now: now, Until: now.Add(time.Minute)})
+		}
+		t.Run("Expired", func(t *testing.T) {
+			s, r, now := setup(t)
+			later := now.Add(5 * time.Minute) // the lease ended; nobody took the object
+			if err := renew(s, r, "sweeper_1", later); err != nil {
+				t.Fatalf("renew: %v", err)
+			}
+			_, err := s.LockObject(ctx, lockArgs("req_1", later.Add(30*time.Second)))
+			wantCode(t, err, keybrake.ECONFLICT)
+			wantCode(t, renew(s, r, "sweeper_2", later), keybrake.ECONFLICT)
+		})
+		t.Run("TakenByARequest", func(t *testing.T) {
+			s, r, now := setup(t)
+			later := now.Add(5 * time.Minute)
+			if _, err := s.LockObject(ctx, lockArgs("req_1", later)); err != nil {
+				t.Fatalf("LockObject after the lease expired: %v", err)
+			}
+			wantCode(t, renew(s, r, "sweeper_1", later), keybrake.ECONFLICT)
+			if err := s.UnlockObject(ctx, "key_a", "pi_1", "req_1"); err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, renew(s, r, "sweeper_1", later), keybrake.ECONFLICT)
+		})
+		t.Run("NoLongerHeld", func(t *testing.T) {
+			s, r, now := setup(t)
+			MustSettle(t, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateSettled, SettledMicros: USD(5), Now: now})
+			wantCode(t, renew(s, r, "sweeper_1", now), keybrake.ECONFLICT)
+		})
+		t.Run("RevokedKey", func(t *testing.T) {
+			s, r, now := setup(t)
+			if _, err := s.RevokeKey(ctx, "key_a", now); err != nil {
+				t.Fatal(err)
+			}
+			if err := renew(s, r, "sweeper_1", now.Add(time.Second)); err != nil {
+				t.Fatalf("renew on a revoked key: %v", err)
+			}
+		})
+		t.Run("UnknownReservation", func(t *testing.T) {
+			s, _, now := setup(t)
+			wantCode(t, renew(s, &keybrake.Reservation{ID: "res_missing"}, "sweeper_1", now), keybrake.ENOTFOUND)
+		})
+	})
 	t.Run("LeaseOrphanedHold", func(t *testing.T) {
 		// A lost create resolved as held after a later request became the
 		// object's hold: the orphan is swept once it is old enough.

@@ -1,0 +1,142 @@
+package replicas_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keybrake/keybrake/internal/kbtest"
+)
+
+// deafProxy forwards TCP connections to a PostgreSQL server and drops every
+// NotificationResponse ('A') the server sends, passing everything else: a
+// LISTEN connection that stays up and answers queries but never hears a
+// NOTIFY. That is what a pooler in transaction mode does to LISTEN (the
+// notification goes to whichever server connection ran it), and what a
+// half-open connection looks like until TCP keepalive notices it (minutes).
+// The DSN must have sslmode=disable, so the stream is plain messages.
+type deafProxy struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	dropped int
+}
+
+func newDeafProxy(tb testing.TB, target string) *deafProxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &deafProxy{ln: ln, target: target}
+	tb.Cleanup(func() { ln.Close() })
+	go p.serve()
+	return p
+}
+
+func (p *deafProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.pipe(c)
+	}
+}
+
+func (p *deafProxy) pipe(client net.Conn) {
+	defer client.Close()
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	go func() {
+		io.Copy(server, client)
+		server.Close()
+	}()
+	r := bufio.NewReader(server)
+	hdr := make([]byte, 5)
+	for {
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint32(hdr[1:])) - 4
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		if hdr[0] == 'A' {
+			p.mu.Lock()
+			p.dropped++
+			p.mu.Unlock()
+			continue
+		}
+		if _, err := client.Write(append(hdr, body...)); err != nil {
+			return
+		}
+	}
+}
+
+// Dropped is how many notifications the proxy swallowed.
+func (p *deafProxy) Dropped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+// viaProxy returns dsn with its host replaced by the proxy's address.
+func viaProxy(tb testing.TB, dsn string, p *deafProxy) string {
+	tb.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.Host = p.ln.Addr().String()
+	return u.String()
+}
+
+// A replica whose key watcher hears no NOTIFY kept serving a revoked key
+// from its key cache for as long as the process lived: its reads, free
+// writes and, on a key with allow_unpriced, unpriced writes (money no cap
+// counts, so revocation is the only brake on them). Replica A revokes the
+// key; replica B, whose LISTEN connection is deaf, forwarded a $500
+// customer credit (customers.create with balance) an hour later. A cached
+// key is now read again once it is older than the cache's bound, whatever
+// the watcher hears, so the revocation holds on B after at most that long.
+func TestAttackReplicas_StaleKeyCacheWithoutNotify(t *testing.T) {
+	dsn := MustDatabase(t, MustServerDSN(t))
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deaf := newDeafProxy(t, u.Host)
+	sim := MustSim(t)
+	a := MustReplica(t, dsn, sim)
+	clock := kbtest.NewClock(time.Now())
+	b := mustReplicaWith(t, viaProxy(t, dsn, deaf), sim, func(s *Replica) { s.Now = clock.Now })
+	auth := map[string]string{"Authorization": ""}
+	keyID, secret := MustCreateKey(t, a.URL(), `{"label":"unpriced","total_usd_cap":10,"allow_unpriced":true,"allowed_endpoints":["*"]}`)
+	auth["Authorization"] = "Bearer " + secret
+	// B authenticates the key, and caches it.
+	if status, body := Do(t, "GET", b.URL()+"/v1/keybrake/key", "", auth); status != http.StatusOK {
+		t.Fatalf("own key on B: %d %s", status, body)
+	}
+	if status, body := Admin(t, a.URL(), "POST", "/vault/keys/"+keyID+"/revoke", ""); status != http.StatusOK {
+		t.Fatalf("revoke on A: %d %s", status, body)
+	}
+	kbtest.Eventually(t, "B's watcher to receive (and lose) the revocation's NOTIFY", func() bool { return deaf.Dropped() > 0 })
+	clock.Advance(time.Hour)
+	status, body := Do(t, "POST", b.URL()+"/v1/customers", "balance=-50000", map[string]string{
+		"Authorization": auth["Authorization"], "Content-Type": "application/x-www-form-urlencoded"})
+	if status != http.StatusUnauthorized {
+		// Anything but keybrake's 401 is the simulator's answer: forwarded.
+		t.Fatalf("an hour after the revocation on A, B forwarded a $500 customer credit for the revoked key: %d %s; want 401", status, body)
+	}
+}
