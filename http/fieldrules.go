@@ -163,8 +163,15 @@ func rulesOf(g *keybrake.Guards) ([]compiledRule, error) {
 		}
 	}
 	compiledRules.Lock()
-	if len(compiledRules.m) >= keyCacheSize || len(compiledRules.byPtr) >= keyCacheSize {
-		compiledRules.m, compiledRules.byPtr = map[string][]compiledRule{}, map[*keybrake.Guards][]compiledRule{}
+	// Emptied apart: the key cache reads every key again after
+	// KeyCacheMaxAge, so byPtr fills with a new version of each key every
+	// few seconds, and emptying m with it would compile every rule set
+	// again each time it does.
+	if len(compiledRules.m) >= keyCacheSize {
+		compiledRules.m = map[string][]compiledRule{}
+	}
+	if len(compiledRules.byPtr) >= keyCacheSize {
+		compiledRules.byPtr = map[*keybrake.Guards][]compiledRule{}
 	}
 	compiledRules.m[string(b)] = rs
 	compiledRules.byPtr[g] = rs
