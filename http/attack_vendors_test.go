@@ -293,3 +293,45 @@ func TestAttackApproval_LinkFromHostHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackTwilio_PremiumVoiceSpeech: a call with closed inline Twiml was
+// priced at its minutes only, though Twilio bills a <Say> in a voice other
+// than man, woman or alice (Polly.…-Neural, Google.…, ElevenLabs…) per
+// character on top, apart from the call's price. One 60-second call
+// saying 2,900 characters ten times in a neural voice was reserved at
+// $0.10 under a $1 cap, and twiliosim billed $8.80. The speech is now
+// priced (characters × loop at SpeechPer100), and kept counted when the
+// call settles at its price; loop="0", which repeats it until the call
+// ends, is refused as unpriced.
+func TestAttackTwilio_PremiumVoiceSpeech(t *testing.T) {
+	e := MustOpenVendors(t)
+	id, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1","allowed_endpoints":["calls.create"]}`)
+	tw := e.TwilioClient(t, secret)
+	call := func(voice, loop string, chars int) (*api.ApiV2010Call, error) {
+		twiml := `<Response><Say voice="` + voice + `" loop="` + loop + `">` + strings.Repeat("a", chars) + `</Say></Response>`
+		return tw.Api.CreateCall((&api.CreateCallParams{}).SetTo("+14155550123").SetFrom("+14155550100").SetTimeLimit(60).SetTwiml(twiml))
+	}
+	_, err := call("Polly.Joanna-Neural", "10", 2900)
+	twilioErr(t, err, 429, twilio.CodeTooManyRequests)
+	_, err = call("Polly.Matthew-Generative", "0", 20)
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	// What fits still goes, and stays counted once Twilio prices the call:
+	// 150 characters twice are 4 started hundreds, $0.20 at the default
+	// rate, with the $0.10 minute.
+	if _, err := call("Google.en-US-Chirp3-HD-Aoede", "2", 150); err != nil {
+		t.Fatalf("a short priced Say under the cap: %v", err)
+	}
+	// The man, woman and alice voices cost nothing beyond the minutes.
+	if _, err := call("alice", "0", 20); err != nil {
+		t.Fatalf("a basic voice: %v", err)
+	}
+	e.Clock.Advance(10 * time.Minute)
+	e.MustResolve(t)
+	b := e.Twilio.Billed()
+	if b.Calls != 2 || b.Micros+b.Pending > 1_000_000 {
+		t.Fatalf("Twilio billed $%s for %d calls past a $1 cap", b.Micros+b.Pending, b.Calls)
+	}
+	if sp := e.Spend(t, id); sp.Day < b.Micros+b.Pending {
+		t.Fatalf("keybrake counts $%s, Twilio billed $%s", sp.Day, b.Micros+b.Pending)
+	}
+}

@@ -24,6 +24,10 @@ type Pricer struct {
 	// TimeLimit is priced at MaxTimeLimit (Twilio's own default), which a
 	// capped key should refuse with ErrTimeLimitRequired.
 	MaxCallSeconds int
+	// SpeechPer100 is what a call's text-to-speech in a priced voice
+	// costs per started 100 characters (see Speech), on top of its
+	// minutes; zero means DefaultSpeechPer100.
+	SpeechPer100 keybrake.Micros
 }
 
 // Cost is what one request costs and counts.
@@ -39,9 +43,11 @@ type Cost struct {
 	MMS      bool
 
 	// Calls only.
-	TimeLimit    int  // seconds reserved
-	Minutes      int  // TimeLimit rounded up to whole minutes
-	AddTimeLimit bool // the body had no TimeLimit: forward it with TimeLimit=TimeLimit
+	TimeLimit    int             // seconds reserved
+	Minutes      int             // TimeLimit rounded up to whole minutes
+	AddTimeLimit bool            // the body had no TimeLimit: forward it with TimeLimit=TimeLimit
+	Speech       int64           // hundreds of characters spoken in priced voices (see Speech)
+	SpeechMicros keybrake.Micros // what they cost, included in Micros
 }
 
 // ErrTimeLimitRequired is the refusal for a call without TimeLimit on a
@@ -61,8 +67,9 @@ func ErrTimeLimitRequired() error {
 //     (ConvertedBody); otherwise Segments(Body) × its sms rate. Counts one
 //     message.
 //   - calls.create: TimeLimit, rounded up to whole minutes, × To's voice
-//     rate (see MaxCallSeconds for a call without TimeLimit). Counts one
-//     call.
+//     rate (see MaxCallSeconds for a call without TimeLimit), plus the
+//     Twiml's text-to-speech in priced voices (Speech × SpeechPer100).
+//     Counts one call.
 //
 // Returns EINVALID naming the param for a missing or malformed To, From,
 // Body or TimeLimit (Twilio's own checks, made before anything is sent);
@@ -183,7 +190,36 @@ func (p *Pricer) call(form *Form) (Cost, error) {
 		return Cost{}, err
 	}
 	c.Micros = rate * keybrake.Micros(c.Minutes)
+	// A Twiml whose speech cannot be priced is unpriced (Classify): the
+	// price is then the floor of its minutes.
+	twiml, _ := form.Get("Twiml")
+	c.Speech, c.SpeechMicros, _ = p.speech(twiml)
+	c.Micros += c.SpeechMicros
 	return c, nil
+}
+
+// SpeechCost is what the text-to-speech of a calls.create body costs
+// (see Speech): Twilio bills it apart from the call, whose price does not
+// include it, so a call settled at its price must keep it counted.
+func (p *Pricer) SpeechCost(form *Form) (keybrake.Micros, error) {
+	twiml, _ := form.Get("Twiml")
+	_, m, err := p.speech(twiml)
+	return m, err
+}
+
+func (p *Pricer) speech(twiml string) (int64, keybrake.Micros, error) {
+	if twiml == "" {
+		return 0, 0, nil
+	}
+	n, err := Speech(twiml)
+	if err != nil {
+		return 0, 0, keybrake.ErrorParam("Twiml", "keybrake cannot price the Twiml's text-to-speech: %s.", err.Error())
+	}
+	rate := p.SpeechPer100
+	if rate <= 0 {
+		rate = DefaultSpeechPer100
+	}
+	return n, rate * keybrake.Micros(n), nil
 }
 
 // destination returns To, refusing channels keybrake does not price.
