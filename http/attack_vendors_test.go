@@ -12,6 +12,7 @@ import (
 	"time"
 
 	resendgo "github.com/resend/resend-go/v3"
+	twiliogo "github.com/twilio/twilio-go"
 	"github.com/twilio/twilio-go/client"
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
@@ -333,5 +334,51 @@ func TestAttackTwilio_PremiumVoiceSpeech(t *testing.T) {
 	}
 	if sp := e.Spend(t, id); sp.Day < b.Micros+b.Pending {
 		t.Fatalf("keybrake counts $%s, Twilio billed $%s", sp.Day, b.Micros+b.Pending)
+	}
+}
+
+// TestAttackTwilio_SharedCallingCodeTerritory: territories that share a
+// calling code with a larger country were read as that country: Christmas
+// and Cocos Islands fixed lines as AU, Abkhazia's +7 840 and +7 940 as RU,
+// Northern Cyprus's +90 392 as TR, and every +590 number as Guadeloupe,
+// though Saint Barthélemy and Saint Martin draw from the same ranges. A key
+// limited to allowed_countries AU, RU, TR or GP reached them, priced at
+// that country's rate; an operator rate for CX was never applied.
+func TestAttackTwilio_SharedCallingCodeTerritory(t *testing.T) {
+	e := MustOpenVendors(t, func(s *khttp.Server) {
+		s.Twilio.Rates = twilio.Rates{"AU": {SMS: 50_000}, "CX": {SMS: 500_000}, "RU": {SMS: 50_000}, "TR": {SMS: 50_000},
+			"GP": {SMS: 50_000}, "BL": {SMS: 50_000}, "MF": {SMS: 300_000}}
+	})
+	tw := func(scope string) *twiliogo.RestClient {
+		_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5","twilio_scope":{"allowed_countries":`+scope+`}}`)
+		return e.TwilioClient(t, secret)
+	}
+	for to, scope := range map[string]string{
+		"+61891641234":  `["AU"]`, // Christmas Island
+		"+61891621234":  `["AU"]`, // Cocos Islands
+		"+78401234567":  `["RU"]`, // Abkhazia
+		"+79401234567":  `["RU"]`,
+		"+903921234567": `["TR"]`, // Northern Cyprus
+		"+590690123456": `["GP"]`, // Guadeloupe, Saint Barthélemy or Saint Martin
+	} {
+		_, err := tw(scope).Api.CreateMessage(sms(to))
+		twilioErr(t, err, 403, twilio.CodeForbidden)
+	}
+	// The CX rate applies: $0.50 does not fit a $0.10 cap, where AU's
+	// $0.05 did; a +590 number is reserved at MF's $0.30, the dearest.
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"0.10"}`)
+	for _, to := range []string{"+61891641234", "+590690123456"} {
+		_, err := e.TwilioClient(t, secret).Api.CreateMessage(sms(to))
+		twilioErr(t, err, 429, twilio.CodeTooManyRequests)
+	}
+	if n := len(e.Twilio.GroundTruth().Messages); n != 0 {
+		t.Fatalf("twiliosim sent %d messages", n)
+	}
+	// What the scope names still goes.
+	if _, err := tw(`["GP","BL","MF"]`).Api.CreateMessage(sms("+590690123456")); err != nil {
+		t.Fatalf("a +590 number under GP, BL and MF: %v", err)
+	}
+	if _, err := tw(`["AU"]`).Api.CreateMessage(sms("+61412345678")); err != nil {
+		t.Fatalf("an Australian mobile under AU: %v", err)
 	}
 }

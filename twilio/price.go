@@ -36,6 +36,9 @@ type Cost struct {
 	Messages int             // messages the request sends, for count caps
 	Calls    int             // calls the request places, for count caps
 	Country  string          // ISO country of To
+	// Countries are all the countries To may be in (Countries): Country
+	// alone, or the countries of a shared code, priced at the dearest.
+	Countries []string
 
 	// Messages only.
 	Encoding string // GSM7 or UCS2; for MMS, of the body MMS Converter would send
@@ -95,9 +98,10 @@ func (p *Pricer) message(form *Form) (Cost, error) {
 	if err != nil {
 		return Cost{}, err
 	}
-	if c.Country, err = Country("To", to); err != nil {
+	if c.Countries, err = Countries("To", to); err != nil {
 		return Cost{}, err
 	}
+	c.Country = c.Countries[0]
 	from, _ := form.Get("From")
 	svc, _ := form.Get("MessagingServiceSid")
 	switch {
@@ -120,7 +124,7 @@ func (p *Pricer) message(form *Form) (Cost, error) {
 		// read as Twilio does would price an MMS as an SMS.
 		return Cost{}, keybrake.ErrorParam("SendAsMms", "SendAsMms must be true or false.")
 	}
-	sms, err := p.Rates.rate(c.Country, "sms")
+	sms, err := p.Rates.dearest(c.Countries, "sms")
 	if err != nil {
 		return Cost{}, err
 	}
@@ -131,7 +135,7 @@ func (p *Pricer) message(form *Form) (Cost, error) {
 		// body costs far more that way than one MMS, and the sender
 		// picks the number, so the MMS reserves the dearer of the two.
 		c.MMS = true
-		mms, err := p.Rates.rate(c.Country, "mms")
+		mms, err := p.Rates.dearest(c.Countries, "mms")
 		if err != nil {
 			return Cost{}, err
 		}
@@ -162,9 +166,10 @@ func (p *Pricer) call(form *Form) (Cost, error) {
 	if err != nil {
 		return Cost{}, err
 	}
-	if c.Country, err = Country("To", to); err != nil {
+	if c.Countries, err = Countries("To", to); err != nil {
 		return Cost{}, err
 	}
+	c.Country = c.Countries[0]
 	if from, _ := form.Get("From"); from == "" {
 		return Cost{}, keybrake.ErrorParam("From", "A 'From' phone number is required.")
 	}
@@ -185,7 +190,7 @@ func (p *Pricer) call(form *Form) (Cost, error) {
 		c.TimeLimit = MaxTimeLimit
 	}
 	c.Minutes = (c.TimeLimit + 59) / 60
-	rate, err := p.Rates.rate(c.Country, "voice")
+	rate, err := p.Rates.dearest(c.Countries, "voice")
 	if err != nil {
 		return Cost{}, err
 	}

@@ -158,6 +158,16 @@ func TestCountry(t *testing.T) {
 		{"+79161234567", "RU", ""},
 		{"+919812345678", "IN", ""},
 		{"+3584571234567", "FI", ""},
+		{"+61891641234", "CX", ""},
+		{"+61891621234", "CC", ""},
+		{"+61891601234", "AU", ""},
+		{"+61412345678", "AU", ""},
+		{"+590690123456", "GP", ""}, // or BL or MF: see Countries
+		{"+78401234567", "", keybrake.EFORBIDDEN}, // Abkhazia, fixed
+		{"+79401234567", "", keybrake.EFORBIDDEN}, // Abkhazia, mobile
+		{"+79411234567", "RU", ""},
+		{"+903921234567", "", keybrake.EFORBIDDEN}, // Northern Cyprus
+		{"+902121234567", "TR", ""},
 		{"+2821234567", "", keybrake.EFORBIDDEN}, // unassigned code
 		{"14155550100", "", keybrake.EINVALID},
 		{"+1415555", "", keybrake.EINVALID},
