@@ -162,7 +162,7 @@ func TestCountry(t *testing.T) {
 		{"+61891621234", "CC", ""},
 		{"+61891601234", "AU", ""},
 		{"+61412345678", "AU", ""},
-		{"+590690123456", "GP", ""}, // or BL or MF: see Countries
+		{"+590690123456", "GP", ""},               // or BL or MF: see Countries
 		{"+78401234567", "", keybrake.EFORBIDDEN}, // Abkhazia, fixed
 		{"+79401234567", "", keybrake.EFORBIDDEN}, // Abkhazia, mobile
 		{"+79411234567", "RU", ""},
