@@ -316,6 +316,10 @@ func TestAttackTwilio_PremiumVoiceSpeech(t *testing.T) {
 	twilioErr(t, err, 429, twilio.CodeTooManyRequests)
 	_, err = call("Polly.Matthew-Generative", "0", 20)
 	twilioErr(t, err, 403, twilio.CodeForbidden)
+	// A voice given twice: encoding/xml keeps both, Twilio may read the
+	// first.
+	_, err = call(`Polly.Joanna-Neural" voice="man`, "10", 2900)
+	twilioErr(t, err, 403, twilio.CodeForbidden)
 	// What fits still goes, and stays counted once Twilio prices the call:
 	// 150 characters twice are 4 started hundreds, $0.20 at the default
 	// rate, with the $0.10 minute.
@@ -380,5 +384,32 @@ func TestAttackTwilio_SharedCallingCodeTerritory(t *testing.T) {
 	}
 	if _, err := tw(`["AU"]`).Api.CreateMessage(sms("+61412345678")); err != nil {
 		t.Fatalf("an Australian mobile under AU: %v", err)
+	}
+}
+
+// TestAttackTwilio_SemicolonSeparator: a form body with a raw ";" was
+// split on "&" only, so Body=hi;To=+1876… was one Body to keybrake, while
+// a parser that also splits on ";" (as Go's did before 1.17, and others
+// still do) reads a second To: a Jamaican number past allowed_countries
+// US, priced at the US rate. keybrake cannot know Twilio's parser, so a
+// raw semicolon is refused; SDKs send it escaped (%3B).
+func TestAttackTwilio_SemicolonSeparator(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1","twilio_scope":{"allowed_countries":["US"]}}`)
+	hdr := map[string]string{"Authorization": basicAuth(twiliosim.DefaultAccountSid, secret), "Content-Type": "application/x-www-form-urlencoded"}
+	path := "/twilio/2010-04-01/Accounts/" + twiliosim.DefaultAccountSid + "/Messages.json"
+	for _, body := range []string{
+		"To=%2B14155550123&From=%2B14155550100&Body=hi;To=%2B18765550100",
+		"Body=hi;To=%2B18765550100&To=%2B14155550123&From=%2B14155550100",
+	} {
+		resp, got := e.Do(t, "POST", path, body, hdr)
+		if resp.StatusCode != 400 || !strings.Contains(string(got), "semicolon") {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, got)
+		}
+	}
+	// Escaped, it is part of the body.
+	resp, got := e.Do(t, "POST", path, "To=%2B14155550123&From=%2B14155550100&Body=hi%3B+there", hdr)
+	if resp.StatusCode != 201 {
+		t.Fatalf("an escaped semicolon: %d %s", resp.StatusCode, got)
 	}
 }

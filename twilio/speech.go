@@ -46,7 +46,7 @@ var sayAttrs = set("voice", "language", "loop")
 // fewer than Twilio counts. Returns an error, for Classify to make the
 // call unpriced, for a priced <Say> with loop="0" (it repeats until the
 // call ends) or a loop keybrake does not read as Twilio does, and for a
-// <Say> attribute other than voice, language and loop. twiml must
+// <Say> attribute other than voice, language and loop, or one given twice. twiml must
 // already have passed openVerb.
 func Speech(twiml string) (int64, error) {
 	dec := xml.NewDecoder(strings.NewReader(twiml))
@@ -69,10 +69,18 @@ func Speech(twiml string) (int64, error) {
 				return 0, errors.New("it has a <Say> inside a <Say>")
 			}
 			s := &saySpan{}
+			seen := map[string]bool{}
 			for _, a := range t.Attr {
 				if a.Name.Space != "" || !sayAttrs[a.Name.Local] {
 					return 0, errors.New("its <Say> has attribute " + printable(a.Name.Local) + ", which keybrake does not read")
 				}
+				// encoding/xml keeps both of a repeated attribute, and
+				// keybrake would read the last while another parser may
+				// read the first: voice="Polly.Amy" voice="man".
+				if seen[a.Name.Local] {
+					return 0, errors.New("its <Say> gives " + a.Name.Local + " twice")
+				}
+				seen[a.Name.Local] = true
 				switch a.Name.Local {
 				case "voice":
 					s.priced = !basicVoices[a.Value]

@@ -273,6 +273,7 @@ func TestSpeech(t *testing.T) {
 		{"LoopSigned", `<Response><Say voice="Polly.Amy" loop="+2">a</Say></Response>`, 0, false},
 		{"VoiceInOtherCase", `<Response><Say Voice="Polly.Amy">a</Say></Response>`, 0, false},
 		{"NamespacedAttr", `<Response><Say xmlns:t="x" t:voice="Polly.Amy">a</Say></Response>`, 0, false},
+		{"VoiceTwice", `<Response><Say voice="Polly.Amy" voice="man">a</Say></Response>`, 0, false},
 		{"SayInSay", `<Response><Say voice="alice"><Say voice="Polly.Amy">a</Say></Say></Response>`, 0, false},
 	}
 	for _, tt := range tests {
