@@ -413,3 +413,36 @@ func TestAttackTwilio_SemicolonSeparator(t *testing.T) {
 		t.Fatalf("an escaped semicolon: %d %s", resp.StatusCode, got)
 	}
 }
+
+// TestAttackResend_HeaderLineBreak: a custom header's value, or the
+// subject, with a line break was passed to Resend, which writes them into
+// the message's header: "X-Note: hi\r\nBcc: r1@…, r2@…" may add a Bcc
+// header naming recipients that keybrake neither prices nor counts, past
+// the recipient-header rule of TestAttackResend_RecipientHeaderUnpriced.
+// Line breaks in subjects and header values, and header names that are
+// not RFC 5322 field names, are now refused on every key.
+func TestAttackResend_HeaderLineBreak(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1","daily_email_cap":1}`)
+	hdr := map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"}
+	for _, b := range []string{
+		`{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Note":"hi\r\nBcc: r1@example.com, r2@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Note":"hi\nBcc: r1@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Note\r\nBcc":"r1@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Note: x\r\nBcc":"r1@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","subject":"hi\r\nBcc: r1@example.com","text":"t"}`,
+	} {
+		resp, body := e.Do(t, "POST", "/resend/emails", b, hdr)
+		if resp.StatusCode != 422 || !strings.Contains(string(body), "line break") {
+			t.Errorf("%s: %d %s", b, resp.StatusCode, body)
+		}
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 0 {
+		t.Fatalf("resendsim sent %d emails", n)
+	}
+	// Ordinary custom headers still pass.
+	ok := `{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Entity-Ref-ID":"123","List-Unsubscribe":"<https://example.com/u>"}}`
+	if resp, body := e.Do(t, "POST", "/resend/emails", ok, hdr); resp.StatusCode != 200 {
+		t.Fatalf("custom headers: %d %s", resp.StatusCode, body)
+	}
+}
