@@ -297,7 +297,7 @@ func TestAttackApproval_LinkFromHostHeader(t *testing.T) {
 
 // TestAttackTwilio_PremiumVoiceSpeech: a call with closed inline Twiml was
 // priced at its minutes only, though Twilio bills a <Say> in a voice other
-// than man, woman or alice (Polly.…-Neural, Google.…, ElevenLabs…) per
+// than man or woman (Polly.…-Neural, Google.…, ElevenLabs…) per
 // character on top, apart from the call's price. One 60-second call
 // saying 2,900 characters ten times in a neural voice was reserved at
 // $0.10 under a $1 cap, and twiliosim billed $8.80. The speech is now
@@ -326,8 +326,8 @@ func TestAttackTwilio_PremiumVoiceSpeech(t *testing.T) {
 	if _, err := call("Google.en-US-Chirp3-HD-Aoede", "2", 150); err != nil {
 		t.Fatalf("a short priced Say under the cap: %v", err)
 	}
-	// The man, woman and alice voices cost nothing beyond the minutes.
-	if _, err := call("alice", "0", 20); err != nil {
+	// The man and woman voices cost nothing beyond the minutes.
+	if _, err := call("woman", "0", 20); err != nil {
 		t.Fatalf("a basic voice: %v", err)
 	}
 	e.Clock.Advance(10 * time.Minute)

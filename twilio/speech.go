@@ -27,8 +27,10 @@ const MaxSayLoop = 100
 // basicVoices are the voices Twilio synthesizes at no charge beyond the
 // call's minutes. Every other voice (Polly.…, Polly.…-Neural,
 // Polly.…-Generative, Google.…, ElevenLabs and whatever Twilio adds) is
-// billed per character, so keybrake prices it.
-var basicVoices = set("man", "woman", "alice")
+// billed per character, so keybrake prices it; so is alice, which
+// Twilio's <Say> reference no longer lists beside man and woman, and
+// which keybrake cannot show to be free.
+var basicVoices = set("man", "woman")
 
 // sayAttrs are the <Say> attributes keybrake reads; any other (Voice in
 // another case, an attribute in a namespace) might be read by Twilio as a
@@ -38,8 +40,8 @@ var sayAttrs = set("voice", "language", "loop")
 // Speech returns how many hundreds of characters the <Say> verbs of twiml
 // with a priced voice speak, each <Say> rounded up to whole hundreds and
 // multiplied by its loop: what Twilio bills per character on top of the
-// call's minutes. A <Say> without voice, or with man, woman or alice, is
-// not counted: it costs nothing extra unless the account's default voice
+// call's minutes. A <Say> without voice, or with man or woman, is not
+// counted: it costs nothing extra unless the account's default voice
 // is a priced one, which keybrake cannot see.
 //
 // Characters are counted in UTF-16 code units (an emoji is two), never

@@ -259,7 +259,8 @@ func TestSpeech(t *testing.T) {
 	}{
 		{"NoSay", `<Response><Play>https://x/a.mp3</Play></Response>`, 0, true},
 		{"DefaultVoice", `<Response><Say loop="0">` + strings.Repeat("a", 500) + `</Say></Response>`, 0, true},
-		{"BasicVoices", `<Response><Say voice="man">a</Say><Say voice="woman" loop="0">b</Say><Say voice="alice">c</Say></Response>`, 0, true},
+		{"BasicVoices", `<Response><Say voice="man">a</Say><Say voice="woman" loop="0">b</Say></Response>`, 0, true},
+		{"AlicePriced", `<Response><Say voice="alice">c</Say></Response>`, 1, true},
 		{"Neural", `<Response><Say voice="Polly.Joanna-Neural">` + strings.Repeat("a", 101) + `</Say></Response>`, 2, true},
 		{"StandardPollyPriced", `<Response><Say voice="Polly.Joanna">a</Say></Response>`, 1, true},
 		{"EachSayRoundedUp", `<Response><Say voice="Google.en-US-Standard-A">a</Say><Say voice="Polly.Amy">b</Say></Response>`, 2, true},

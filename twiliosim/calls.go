@@ -55,7 +55,7 @@ func (c *Call) speech(seconds int) keybrake.Micros {
 }
 
 // parseSay reads the <Say>s of twiml that Twilio bills per character:
-// those with a voice other than man, woman or alice.
+// those with a voice other than man or woman.
 func parseSay(twiml string) []said {
 	var out []said
 	dec := xml.NewDecoder(strings.NewReader(twiml))
@@ -81,7 +81,7 @@ func parseSay(twiml string) []said {
 					}
 				}
 			}
-			if voice != "" && voice != "man" && voice != "woman" && voice != "alice" {
+			if voice != "" && voice != "man" && voice != "woman" {
 				cur = &said{loop: loop}
 			}
 		case xml.CharData:

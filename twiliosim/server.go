@@ -38,8 +38,8 @@ type Options struct {
 	// CallSeconds is how long an answered call lasts unless ended or cut
 	// by its TimeLimit; 42 by default.
 	CallSeconds int
-	// SpeechPer100 is what a call's <Say> in a voice other than man,
-	// woman or alice costs per started 100 characters, billed apart from
+	// SpeechPer100 is what a call's <Say> in a voice other than man or
+	// woman costs per started 100 characters, billed apart from
 	// the call's price as Twilio bills text-to-speech; $0.03 by default.
 	SpeechPer100 keybrake.Micros
 	// NoMMS are To prefixes (+1555…) of carriers that take no MMS: an MMS
