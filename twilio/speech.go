@@ -47,9 +47,9 @@ var sayAttrs = set("voice", "language", "loop")
 // Characters are counted in UTF-16 code units (an emoji is two), never
 // fewer than Twilio counts. Returns an error, for Classify to make the
 // call unpriced, for a priced <Say> with loop="0" (it repeats until the
-// call ends) or a loop keybrake does not read as Twilio does, and for a
-// <Say> attribute other than voice, language and loop, or one given twice. twiml must
-// already have passed openVerb.
+// call ends) or a loop keybrake does not read as Twilio does, for a <Say>
+// attribute other than voice, language and loop, or one given twice, and
+// for a <Say> inside a <Say>. twiml must already have passed openVerb.
 func Speech(twiml string) (int64, error) {
 	dec := xml.NewDecoder(strings.NewReader(twiml))
 	var total int64
