@@ -154,16 +154,17 @@ func (v *twilioVendor) Price(ctx context.Context, k *keybrake.Key, req *VendorRe
 		return VendorCost{}, err
 	}
 	out := VendorCost{Micros: cost.Micros}
+	where := strings.Join(cost.Countries, " or ") // GP or BL or MF: priced at the dearest
 	switch {
 	case cost.Messages > 0:
 		out.CountKind, out.Count = keybrake.CountMessages, int64(cost.Messages)
-		out.Detail = fmt.Sprintf("%s, %d %s segments", cost.Country, cost.Segments, cost.Encoding)
+		out.Detail = fmt.Sprintf("%s, %d %s segments", where, cost.Segments, cost.Encoding)
 		if cost.MMS {
-			out.Detail = fmt.Sprintf("%s, MMS, or %d %s segments if MMS Converter sends it as SMS", cost.Country, cost.Segments, cost.Encoding)
+			out.Detail = fmt.Sprintf("%s, MMS, or %d %s segments if MMS Converter sends it as SMS", where, cost.Segments, cost.Encoding)
 		}
 	case cost.Calls > 0:
 		out.CountKind, out.Count = keybrake.CountCalls, int64(cost.Calls)
-		out.Detail = fmt.Sprintf("%s, %d minutes", cost.Country, cost.Minutes)
+		out.Detail = fmt.Sprintf("%s, %d minutes", where, cost.Minutes)
 		if cost.Speech > 0 {
 			out.Detail += fmt.Sprintf(", %d00 characters of priced text-to-speech", cost.Speech)
 		}
