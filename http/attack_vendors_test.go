@@ -17,6 +17,7 @@ import (
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
 	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/internal/simfault"
 	"github.com/keybrake/keybrake/twilio"
 	"github.com/keybrake/keybrake/twiliosim"
 )
@@ -444,5 +445,50 @@ func TestAttackResend_HeaderLineBreak(t *testing.T) {
 	ok := `{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Entity-Ref-ID":"123","List-Unsubscribe":"<https://example.com/u>"}}`
 	if resp, body := e.Do(t, "POST", "/resend/emails", ok, hdr); resp.StatusCode != 200 {
 		t.Fatalf("custom headers: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestAttackTwilio_OwnNumber: a message or call to one of the account's
+// own Twilio numbers was priced as one outbound message or call, though
+// Twilio bills it again as inbound, and the number's webhook answers it:
+// an auto-reply (back to a From that may be another own number, and so on),
+// a forward, a <Dial>, all at the account's expense and out of keybrake's
+// sight. Such a create is now unpriced, and refused when the account's
+// numbers cannot be read.
+func TestAttackTwilio_OwnNumber(t *testing.T) {
+	const own = "+14155550199"
+	e := mustOpenVendorsSim(t, twiliosim.Options{Numbers: []string{"+14155550100", own}})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5"}`)
+	tw := e.TwilioClient(t, secret)
+	_, err := tw.Api.CreateMessage(sms(own))
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	_, err = tw.Api.CreateCall((&api.CreateCallParams{}).SetTo(own).SetFrom("+14155550100").SetTimeLimit(60).
+		SetTwiml(`<Response><Say>hi</Say></Response>`))
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	if g := e.Twilio.GroundTruth(); len(g.Messages)+len(g.Calls) != 0 {
+		t.Fatalf("twiliosim sent %d messages and placed %d calls", len(g.Messages), len(g.Calls))
+	}
+	if _, err := tw.Api.CreateMessage(sms("+14155550123")); err != nil {
+		t.Fatalf("another number: %v", err)
+	}
+	// A key that may run unpriced operations still reaches it.
+	_, open := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5","allow_unpriced":true}`)
+	if _, err := e.TwilioClient(t, open).Api.CreateMessage(sms(own)); err != nil {
+		t.Fatalf("allow_unpriced: %v", err)
+	}
+}
+
+// TestTwilioOwnNumbersUnreadable: when the account's numbers cannot be
+// read, a create is refused (fail closed) rather than sent unchecked.
+func TestTwilioOwnNumbersUnreadable(t *testing.T) {
+	e := MustOpenVendors(t)
+	if _, err := e.Twilio.AddFault(simfault.Fault{Method: "GET", Path: "/2010-04-01/Accounts/" + twiliosim.DefaultAccountSid + "/IncomingPhoneNumbers.json", Mode: simfault.FailBefore}); err != nil {
+		t.Fatal(err)
+	}
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5"}`)
+	_, err := e.TwilioClient(t, secret).Api.CreateMessage(sms("+14155550123"))
+	twilioErr(t, err, 503, twilio.CodeUnavailable)
+	if n := len(e.Twilio.GroundTruth().Messages); n != 0 {
+		t.Fatalf("twiliosim sent %d messages", n)
 	}
 }

@@ -51,7 +51,8 @@ type TwilioConfig struct {
 type twilioVendor struct {
 	cfg    TwilioConfig
 	pricer *twilio.Pricer
-	lookup *twilioLookup // finds what a lost create made (vendor_twilio_lookup.go); nil: never looked up
+	lookup *twilioLookup     // finds what a lost create made (vendor_twilio_lookup.go); nil: never looked up
+	own    *twilioOwnNumbers // the account's own numbers (vendor_twilio_own.go); nil: not checked
 }
 
 // twilioRequest is a parsed Twilio request.
@@ -135,13 +136,16 @@ func twilioClass(c twilio.Class) Class {
 }
 
 // Decide applies the key's Twilio scope (twilio.Policy: destination
-// countries and prefixes, senders, messaging services) to a create.
+// countries and prefixes, senders, messaging services) to a create, and
+// makes a create to one of the account's own numbers unpriced (ownTo).
 func (v *twilioVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error {
-	if k.TwilioScope == nil {
-		return nil
+	if k.TwilioScope != nil {
+		tr := req.Parsed.(*twilioRequest)
+		if err := twilio.Policy(*k.TwilioScope).Check(twilio.ScopeOf(tr.op, tr.form)); err != nil {
+			return err
+		}
 	}
-	tr := req.Parsed.(*twilioRequest)
-	return twilio.Policy(*k.TwilioScope).Check(twilio.ScopeOf(tr.op, tr.form))
+	return v.ownTo(ctx, req)
 }
 
 // Price prices a message (segments × the country's rate) or a call
