@@ -12,10 +12,12 @@ import (
 	"time"
 
 	resendgo "github.com/resend/resend-go/v3"
+	twiliogo "github.com/twilio/twilio-go"
 	"github.com/twilio/twilio-go/client"
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
 	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/internal/simfault"
 	"github.com/keybrake/keybrake/twilio"
 	"github.com/keybrake/keybrake/twiliosim"
 )
@@ -291,5 +293,202 @@ func TestAttackApproval_LinkFromHostHeader(t *testing.T) {
 				t.Fatalf("%d link %q (want under %s): %s", resp.StatusCode, link, want, body)
 			}
 		})
+	}
+}
+
+// TestAttackTwilio_PremiumVoiceSpeech: a call with closed inline Twiml was
+// priced at its minutes only, though Twilio bills a <Say> in a voice other
+// than man or woman (Polly.…-Neural, Google.…, ElevenLabs…) per
+// character on top, apart from the call's price. One 60-second call
+// saying 2,900 characters ten times in a neural voice was reserved at
+// $0.10 under a $1 cap, and twiliosim billed $8.80. The speech is now
+// priced (characters × loop at SpeechPer100), and kept counted when the
+// call settles at its price; loop="0", which repeats it until the call
+// ends, is refused as unpriced.
+func TestAttackTwilio_PremiumVoiceSpeech(t *testing.T) {
+	e := MustOpenVendors(t)
+	id, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1","allowed_endpoints":["calls.create"]}`)
+	tw := e.TwilioClient(t, secret)
+	call := func(voice, loop string, chars int) (*api.ApiV2010Call, error) {
+		twiml := `<Response><Say voice="` + voice + `" loop="` + loop + `">` + strings.Repeat("a", chars) + `</Say></Response>`
+		return tw.Api.CreateCall((&api.CreateCallParams{}).SetTo("+14155550123").SetFrom("+14155550100").SetTimeLimit(60).SetTwiml(twiml))
+	}
+	_, err := call("Polly.Joanna-Neural", "10", 2900)
+	twilioErr(t, err, 429, twilio.CodeTooManyRequests)
+	_, err = call("Polly.Matthew-Generative", "0", 20)
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	// A voice given twice: encoding/xml keeps both, Twilio may read the
+	// first.
+	_, err = call(`Polly.Joanna-Neural" voice="man`, "10", 2900)
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	// What fits still goes, and stays counted once Twilio prices the call:
+	// 150 characters twice are 4 started hundreds, $0.20 at the default
+	// rate, with the $0.10 minute.
+	if _, err := call("Google.en-US-Chirp3-HD-Aoede", "2", 150); err != nil {
+		t.Fatalf("a short priced Say under the cap: %v", err)
+	}
+	// The man and woman voices cost nothing beyond the minutes.
+	if _, err := call("woman", "0", 20); err != nil {
+		t.Fatalf("a basic voice: %v", err)
+	}
+	e.Clock.Advance(10 * time.Minute)
+	e.MustResolve(t)
+	b := e.Twilio.Billed()
+	if b.Calls != 2 || b.Micros+b.Pending > 1_000_000 {
+		t.Fatalf("Twilio billed $%s for %d calls past a $1 cap", b.Micros+b.Pending, b.Calls)
+	}
+	if sp := e.Spend(t, id); sp.Day < b.Micros+b.Pending {
+		t.Fatalf("keybrake counts $%s, Twilio billed $%s", sp.Day, b.Micros+b.Pending)
+	}
+}
+
+// TestAttackTwilio_SharedCallingCodeTerritory: territories that share a
+// calling code with a larger country were read as that country: Christmas
+// and Cocos Islands fixed lines as AU, Abkhazia's +7 840 and +7 940 as RU,
+// Northern Cyprus's +90 392 as TR, and every +590 number as Guadeloupe,
+// though Saint Barthélemy and Saint Martin draw from the same ranges. A key
+// limited to allowed_countries AU, RU, TR or GP reached them, priced at
+// that country's rate; an operator rate for CX was never applied.
+func TestAttackTwilio_SharedCallingCodeTerritory(t *testing.T) {
+	e := MustOpenVendors(t, func(s *khttp.Server) {
+		s.Twilio.Rates = twilio.Rates{"AU": {SMS: 50_000}, "CX": {SMS: 500_000}, "RU": {SMS: 50_000}, "TR": {SMS: 50_000},
+			"GP": {SMS: 50_000}, "BL": {SMS: 50_000}, "MF": {SMS: 300_000}}
+	})
+	tw := func(scope string) *twiliogo.RestClient {
+		_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5","twilio_scope":{"allowed_countries":`+scope+`}}`)
+		return e.TwilioClient(t, secret)
+	}
+	for to, scope := range map[string]string{
+		"+61891641234":  `["AU"]`, // Christmas Island
+		"+61891621234":  `["AU"]`, // Cocos Islands
+		"+78401234567":  `["RU"]`, // Abkhazia
+		"+79401234567":  `["RU"]`,
+		"+903921234567": `["TR"]`, // Northern Cyprus
+		"+590690123456": `["GP"]`, // Guadeloupe, Saint Barthélemy or Saint Martin
+	} {
+		_, err := tw(scope).Api.CreateMessage(sms(to))
+		twilioErr(t, err, 403, twilio.CodeForbidden)
+	}
+	// The CX rate applies: $0.50 does not fit a $0.10 cap, where AU's
+	// $0.05 did; a +590 number is reserved at MF's $0.30, the dearest.
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"0.10"}`)
+	for _, to := range []string{"+61891641234", "+590690123456"} {
+		_, err := e.TwilioClient(t, secret).Api.CreateMessage(sms(to))
+		twilioErr(t, err, 429, twilio.CodeTooManyRequests)
+	}
+	if n := len(e.Twilio.GroundTruth().Messages); n != 0 {
+		t.Fatalf("twiliosim sent %d messages", n)
+	}
+	// What the scope names still goes.
+	if _, err := tw(`["GP","BL","MF"]`).Api.CreateMessage(sms("+590690123456")); err != nil {
+		t.Fatalf("a +590 number under GP, BL and MF: %v", err)
+	}
+	if _, err := tw(`["AU"]`).Api.CreateMessage(sms("+61412345678")); err != nil {
+		t.Fatalf("an Australian mobile under AU: %v", err)
+	}
+}
+
+// TestAttackTwilio_SemicolonSeparator: a form body with a raw ";" was
+// split on "&" only, so Body=hi;To=+1876… was one Body to keybrake, while
+// a parser that also splits on ";" (as Go's did before 1.17, and others
+// still do) reads a second To: a Jamaican number past allowed_countries
+// US, priced at the US rate. keybrake cannot know Twilio's parser, so a
+// raw semicolon is refused; SDKs send it escaped (%3B).
+func TestAttackTwilio_SemicolonSeparator(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1","twilio_scope":{"allowed_countries":["US"]}}`)
+	hdr := map[string]string{"Authorization": basicAuth(twiliosim.DefaultAccountSid, secret), "Content-Type": "application/x-www-form-urlencoded"}
+	path := "/twilio/2010-04-01/Accounts/" + twiliosim.DefaultAccountSid + "/Messages.json"
+	for _, body := range []string{
+		"To=%2B14155550123&From=%2B14155550100&Body=hi;To=%2B18765550100",
+		"Body=hi;To=%2B18765550100&To=%2B14155550123&From=%2B14155550100",
+	} {
+		resp, got := e.Do(t, "POST", path, body, hdr)
+		if resp.StatusCode != 400 || !strings.Contains(string(got), "semicolon") {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, got)
+		}
+	}
+	// Escaped, it is part of the body.
+	resp, got := e.Do(t, "POST", path, "To=%2B14155550123&From=%2B14155550100&Body=hi%3B+there", hdr)
+	if resp.StatusCode != 201 {
+		t.Fatalf("an escaped semicolon: %d %s", resp.StatusCode, got)
+	}
+}
+
+// TestAttackResend_HeaderLineBreak: a custom header's value, or the
+// subject, with a line break was passed to Resend, which writes them into
+// the message's header: "X-Note: hi\r\nBcc: r1@…, r2@…" may add a Bcc
+// header naming recipients that keybrake neither prices nor counts, past
+// the recipient-header rule of TestAttackResend_RecipientHeaderUnpriced.
+// Line breaks in subjects and header values, and header names that are
+// not RFC 5322 field names, are now refused on every key.
+func TestAttackResend_HeaderLineBreak(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1","daily_email_cap":1}`)
+	hdr := map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"}
+	for _, b := range []string{
+		`{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Note":"hi\r\nBcc: r1@example.com, r2@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Note":"hi\nBcc: r1@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Note\r\nBcc":"r1@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Note: x\r\nBcc":"r1@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","subject":"hi\r\nBcc: r1@example.com","text":"t"}`,
+	} {
+		resp, body := e.Do(t, "POST", "/resend/emails", b, hdr)
+		if resp.StatusCode != 422 || !strings.Contains(string(body), "line break") {
+			t.Errorf("%s: %d %s", b, resp.StatusCode, body)
+		}
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 0 {
+		t.Fatalf("resendsim sent %d emails", n)
+	}
+	// Ordinary custom headers still pass.
+	ok := `{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t","headers":{"X-Entity-Ref-ID":"123","List-Unsubscribe":"<https://example.com/u>"}}`
+	if resp, body := e.Do(t, "POST", "/resend/emails", ok, hdr); resp.StatusCode != 200 {
+		t.Fatalf("custom headers: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestAttackTwilio_OwnNumber: a message or call to one of the account's
+// own Twilio numbers was priced as one outbound message or call, though
+// Twilio bills it again as inbound, and the number's webhook answers it:
+// an auto-reply (back to a From that may be another own number, and so on),
+// a forward, a <Dial>, all at the account's expense and out of keybrake's
+// sight. Such a create is now unpriced, and refused when the account's
+// numbers cannot be read.
+func TestAttackTwilio_OwnNumber(t *testing.T) {
+	const own = "+14155550199"
+	e := mustOpenVendorsSim(t, twiliosim.Options{Numbers: []string{"+14155550100", own}})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5"}`)
+	tw := e.TwilioClient(t, secret)
+	_, err := tw.Api.CreateMessage(sms(own))
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	_, err = tw.Api.CreateCall((&api.CreateCallParams{}).SetTo(own).SetFrom("+14155550100").SetTimeLimit(60).
+		SetTwiml(`<Response><Say>hi</Say></Response>`))
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	if g := e.Twilio.GroundTruth(); len(g.Messages)+len(g.Calls) != 0 {
+		t.Fatalf("twiliosim sent %d messages and placed %d calls", len(g.Messages), len(g.Calls))
+	}
+	if _, err := tw.Api.CreateMessage(sms("+14155550123")); err != nil {
+		t.Fatalf("another number: %v", err)
+	}
+	// A key that may run unpriced operations still reaches it.
+	_, open := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5","allow_unpriced":true}`)
+	if _, err := e.TwilioClient(t, open).Api.CreateMessage(sms(own)); err != nil {
+		t.Fatalf("allow_unpriced: %v", err)
+	}
+}
+
+// TestTwilioOwnNumbersUnreadable: when the account's numbers cannot be
+// read, a create is refused (fail closed) rather than sent unchecked.
+func TestTwilioOwnNumbersUnreadable(t *testing.T) {
+	e := MustOpenVendors(t)
+	if _, err := e.Twilio.AddFault(simfault.Fault{Method: "GET", Path: "/2010-04-01/Accounts/" + twiliosim.DefaultAccountSid + "/IncomingPhoneNumbers.json", Mode: simfault.FailBefore}); err != nil {
+		t.Fatal(err)
+	}
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5"}`)
+	_, err := e.TwilioClient(t, secret).Api.CreateMessage(sms("+14155550123"))
+	twilioErr(t, err, 503, twilio.CodeUnavailable)
+	if n := len(e.Twilio.GroundTruth().Messages); n != 0 {
+		t.Fatalf("twiliosim sent %d messages", n)
 	}
 }

@@ -30,6 +30,7 @@ func (s *Server) openVendors() {
 		if tv.lookup.skew <= 0 {
 			tv.lookup.skew = defaultTwilioSkew
 		}
+		tv.own = &twilioOwnNumbers{rt: s.Transport, now: s.Now}
 		s.vendors[keybrake.VendorTwilio] = &vendorRoute{tv, s.Twilio.Upstream}
 	}
 	if s.Resend != nil {

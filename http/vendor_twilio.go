@@ -34,6 +34,9 @@ type TwilioConfig struct {
 	// MaxCallSeconds prices and bounds calls without TimeLimit; see
 	// twilio.Pricer.
 	MaxCallSeconds int
+	// SpeechPer100 prices a call's text-to-speech in a priced voice, per
+	// started 100 characters; zero is twilio.DefaultSpeechPer100.
+	SpeechPer100 keybrake.Micros
 	// LookupSkew is the margin of a lost create's lookup for the clocks of
 	// keybrake and Twilio, and for Twilio's list to show a new resource;
 	// 1 minute by default (vendor_twilio_lookup.go).
@@ -48,7 +51,8 @@ type TwilioConfig struct {
 type twilioVendor struct {
 	cfg    TwilioConfig
 	pricer *twilio.Pricer
-	lookup *twilioLookup // finds what a lost create made (vendor_twilio_lookup.go); nil: never looked up
+	lookup *twilioLookup     // finds what a lost create made (vendor_twilio_lookup.go); nil: never looked up
+	own    *twilioOwnNumbers // the account's own numbers (vendor_twilio_own.go); nil: not checked
 }
 
 // twilioRequest is a parsed Twilio request.
@@ -58,7 +62,7 @@ type twilioRequest struct {
 }
 
 func newTwilioVendor(cfg TwilioConfig) *twilioVendor {
-	return &twilioVendor{cfg: cfg, pricer: &twilio.Pricer{Rates: cfg.Rates, MaxCallSeconds: cfg.MaxCallSeconds}}
+	return &twilioVendor{cfg: cfg, pricer: &twilio.Pricer{Rates: cfg.Rates, MaxCallSeconds: cfg.MaxCallSeconds, SpeechPer100: cfg.SpeechPer100}}
 }
 
 var (
@@ -132,13 +136,16 @@ func twilioClass(c twilio.Class) Class {
 }
 
 // Decide applies the key's Twilio scope (twilio.Policy: destination
-// countries and prefixes, senders, messaging services) to a create.
+// countries and prefixes, senders, messaging services) to a create, and
+// makes a create to one of the account's own numbers unpriced (ownTo).
 func (v *twilioVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error {
-	if k.TwilioScope == nil {
-		return nil
+	if k.TwilioScope != nil {
+		tr := req.Parsed.(*twilioRequest)
+		if err := twilio.Policy(*k.TwilioScope).Check(twilio.ScopeOf(tr.op, tr.form)); err != nil {
+			return err
+		}
 	}
-	tr := req.Parsed.(*twilioRequest)
-	return twilio.Policy(*k.TwilioScope).Check(twilio.ScopeOf(tr.op, tr.form))
+	return v.ownTo(ctx, req)
 }
 
 // Price prices a message (segments × the country's rate) or a call
@@ -151,16 +158,20 @@ func (v *twilioVendor) Price(ctx context.Context, k *keybrake.Key, req *VendorRe
 		return VendorCost{}, err
 	}
 	out := VendorCost{Micros: cost.Micros}
+	where := strings.Join(cost.Countries, " or ") // GP or BL or MF: priced at the dearest
 	switch {
 	case cost.Messages > 0:
 		out.CountKind, out.Count = keybrake.CountMessages, int64(cost.Messages)
-		out.Detail = fmt.Sprintf("%s, %d %s segments", cost.Country, cost.Segments, cost.Encoding)
+		out.Detail = fmt.Sprintf("%s, %d %s segments", where, cost.Segments, cost.Encoding)
 		if cost.MMS {
-			out.Detail = fmt.Sprintf("%s, MMS, or %d %s segments if MMS Converter sends it as SMS", cost.Country, cost.Segments, cost.Encoding)
+			out.Detail = fmt.Sprintf("%s, MMS, or %d %s segments if MMS Converter sends it as SMS", where, cost.Segments, cost.Encoding)
 		}
 	case cost.Calls > 0:
 		out.CountKind, out.Count = keybrake.CountCalls, int64(cost.Calls)
-		out.Detail = fmt.Sprintf("%s, %d minutes", cost.Country, cost.Minutes)
+		out.Detail = fmt.Sprintf("%s, %d minutes", where, cost.Minutes)
+		if cost.Speech > 0 {
+			out.Detail += fmt.Sprintf(", %d00 characters of priced text-to-speech", cost.Speech)
+		}
 		if !tr.form.Has("TimeLimit") && v.cfg.MaxCallSeconds <= 0 && (k.Caps.Any() || k.DailyCalls != nil) {
 			return VendorCost{}, twilio.ErrTimeLimitRequired()
 		}
@@ -198,7 +209,45 @@ type twilioResource struct {
 func (v *twilioVendor) Settle(req *VendorRequest, body []byte) VendorOutcome {
 	var res twilioResource
 	_ = json.Unmarshal(body, &res)
-	return twilioOutcome(res)
+	return v.withSpeech(twilioOutcome(res), res.Status, req.Parsed.(*twilioRequest).form)
+}
+
+// unspoken are the call statuses of a call that never ran its TwiML, so
+// spoke nothing.
+var unspoken = map[string]bool{"canceled": true, "busy": true, "no-answer": true, "failed": true}
+
+// withSpeech adds to a call settled at Twilio's price the text-to-speech
+// of its Twiml in priced voices (twilio.Speech): Twilio bills it apart,
+// and the call's price does not include it, so settling at the price
+// alone would release it from the caps. Nothing is added for a message,
+// or a call that never ran its TwiML (status unspoken; an unknown status
+// counts as spoken). A Twiml whose speech keybrake cannot price
+// (loop="0") was unpriced, allowed only on a key with allow_unpriced,
+// which counts no unpriced money: it settles at the call's price.
+func (v *twilioVendor) withSpeech(out VendorOutcome, status string, form *twilio.Form) VendorOutcome {
+	if out.State != keybrake.StateSettled || form == nil || !form.Has("Twiml") || unspoken[status] {
+		return out
+	}
+	m, err := v.pricer.SpeechCost(form)
+	switch {
+	case err != nil:
+		out.Reason = "settled at Twilio's price; the call's text-to-speech is unpriced and not counted"
+	case m > 0:
+		out.Micros += m
+		out.Reason = fmt.Sprintf("settled at Twilio's price plus $%s of text-to-speech, which Twilio bills apart", m)
+	}
+	return out
+}
+
+// speechForm is the form of a reservation's forwarded calls.create body,
+// for withSpeech; nil for any other operation, or a body that no longer
+// reads (it read when it was forwarded).
+func speechForm(rsv *keybrake.Reservation) *twilio.Form {
+	if strings.TrimPrefix(rsv.Operation, "twilio.") != "calls.create" {
+		return nil
+	}
+	f, _ := twilio.ParseForm(rsv.Request.Body)
+	return f
 }
 
 func twilioOutcome(res twilioResource) VendorOutcome {
@@ -225,7 +274,8 @@ func (v *twilioVendor) Redact(req *VendorRequest, body []byte) ([]byte, bool) {
 // tell.
 func (v *twilioVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, rt http.RoundTripper) (VendorOutcome, error) {
 	if rsv.ObjectID == "" {
-		return v.resolveLost(ctx, rsv, rt)
+		out, err := v.resolveLost(ctx, rsv, rt)
+		return v.withSpeech(out, "", speechForm(rsv)), err
 	}
 	coll := strings.TrimSuffix(strings.TrimPrefix(rsv.Request.Path, "/twilio"), ".json")
 	u := *v.cfg.Upstream
@@ -252,7 +302,7 @@ func (v *twilioVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, r
 	if out.State != keybrake.StateSettled {
 		return VendorOutcome{Reason: "price not reported yet"}, nil
 	}
-	return out, nil
+	return v.withSpeech(out, res.Status, speechForm(rsv)), nil
 }
 
 // WriteError writes err as Twilio does: {"code", "message", "more_info",

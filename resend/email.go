@@ -168,6 +168,9 @@ func email(fields map[string]json.RawMessage, prefix string) (*Email, error) {
 	if err := optionalString(fields["subject"], &e.Subject); err != nil || (e.Subject == "" && !template) {
 		return nil, keybrake.ErrorParam(prefix+"subject", "Missing `subject` field.")
 	}
+	if strings.ContainsAny(e.Subject, "\r\n\x00") {
+		return nil, keybrake.ErrorParam(prefix+"subject", "keybrake does not pass a subject with a line break: written into the message's header, it could add a header such as Bcc that names recipients keybrake neither prices nor counts.")
+	}
 	if err := optionalString(fields["scheduled_at"], &e.ScheduledAt); err != nil {
 		return nil, keybrake.ErrorParam(prefix+"scheduled_at", "scheduled_at must be a string.")
 	}
@@ -176,9 +179,16 @@ func email(fields map[string]json.RawMessage, prefix string) (*Email, error) {
 		if err != nil {
 			return nil, err
 		}
-		for name := range h {
+		for name, raw := range h {
 			if recipientHeaders[strings.ToLower(name)] {
 				return nil, keybrake.ErrorParam(prefix+"headers."+name, "keybrake does not pass the %s header in headers: it names recipients that keybrake neither prices nor counts; use to, cc and bcc.", printable(name))
+			}
+			// A line break in a name or value ends the header and starts
+			// another, which may be a Bcc: the same recipients as above,
+			// smuggled. RFC 5322 field names are printable ASCII but ':'.
+			var value string
+			if !fieldName(name) || json.Unmarshal(raw, &value) != nil || strings.ContainsAny(value, "\r\n\x00") {
+				return nil, keybrake.ErrorParam(prefix+"headers."+printable(name), "keybrake passes a custom header only with a name of printable ASCII other than ':' and a string value without line breaks: a line break could add a header such as Bcc that names recipients keybrake neither prices nor counts.")
 			}
 			e.Headers = append(e.Headers, name)
 		}
@@ -312,6 +322,20 @@ func addresses(raw json.RawMessage, param string, required bool) ([]string, erro
 		out[i] = a
 	}
 	return out, nil
+}
+
+// fieldName reports whether s is an RFC 5322 header field name: one or
+// more printable ASCII characters other than ':'.
+func fieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 33 || s[i] > 126 || s[i] == ':' {
+			return false
+		}
+	}
+	return true
 }
 
 // domainOf returns the lower-cased domain of an address.

@@ -50,7 +50,9 @@ func set(names ...string) map[string]bool {
 //   - calls.create is ClassPriced when its TwiML is given inline (Twiml)
 //     and uses only Say, Play, Pause, Hangup and Reject. A Url, or TwiML
 //     with Dial, Gather, Redirect, Message, Enqueue, Connect…, may start
-//     more calls or send messages keybrake never sees: ClassUnpriced.
+//     more calls or send messages keybrake never sees: ClassUnpriced. So
+//     is a <Say> whose text-to-speech Speech cannot bound (loop="0" with
+//     a priced voice).
 //   - calls.update is ClassWrite only to end the call (Status=completed or
 //     canceled, optionally with StatusCallback and StatusCallbackMethod);
 //     a new Url, Twiml or TimeLimit is ClassUnpriced.
@@ -84,6 +86,9 @@ func Classify(op Operation, form *Form) (Class, string) {
 				return ClassUnpriced, "keybrake cannot read the Twiml: " + err.Error()
 			}
 			return ClassUnpriced, "the Twiml uses <" + verb + ">, which may start calls or messages keybrake never sees"
+		}
+		if _, err := Speech(twiml); err != nil {
+			return ClassUnpriced, "keybrake cannot price the Twiml's text-to-speech: " + err.Error()
 		}
 	case "calls.update":
 		status, _ := form.Get("Status")

@@ -42,6 +42,13 @@ var callingCodes = parseCodes(`
 	`
 262269:YT 262639:YT 5997:BQ 35818:AX 4779:SJ 2125288:EH 2125289:EH
 ` +
+	// Christmas Island and the Cocos (Keeling) Islands share +61 with
+	// Australia: their fixed lines are +61 8 9164 and +61 8 9162, which
+	// Australia's own plan excludes (libphonenumber's ranges); their
+	// mobiles are Australian.
+	`
+6189164:CX 6189162:CC
+` +
 	// The North American Numbering Plan: +1 is the United States unless
 	// the area code belongs to Canada or another country. The Caribbean
 	// ones cost many times a US message, so they must not fall to US.
@@ -56,6 +63,21 @@ var callingCodes = parseCodes(`
 1849:DO 1868:TT 1869:KN 1876:JM 1939:PR
 `)
 
+// sharedCodes are the prefixes whose numbers may belong to any of several
+// countries that the numbering plan does not tell apart: Guadeloupe, Saint
+// Barthélemy and Saint Martin share +590 and draw their numbers, mobiles
+// included, from the same ARCEP ranges ("we can't reliably distinguish
+// between them", libphonenumber). Such a number is in all of them for
+// allowed_countries, and priced at the dearest of their rates.
+var sharedCodes = map[string][]string{"590": {"GP", "BL", "MF"}}
+
+// unplaced are prefixes inside another country's code that belong to a
+// territory without an ISO 3166-1 code, which Twilio may price apart from
+// the code's country: Abkhazia's fixed (+7 840) and mobile (+7 940) codes
+// in Russia's plan, and Northern Cyprus's +90 392 in Turkey's. keybrake
+// can neither rate nor scope them, so it refuses them.
+var unplaced = map[string]string{"7840": "Abkhazia", "7940": "Abkhazia", "90392": "Northern Cyprus"}
+
 func parseCodes(s string) map[string]string {
 	m := map[string]string{}
 	for _, f := range strings.Fields(s) {
@@ -69,25 +91,44 @@ func parseCodes(s string) map[string]string {
 }
 
 // Country returns the ISO 3166-1 alpha-2 country of an E.164 number
-// (+14155550100 is US, +18765550100 is JM, +447700900123 is GB).
+// (+14155550100 is US, +18765550100 is JM, +447700900123 is GB); for a
+// number in a shared code (see Countries), the first of its countries.
 //
 // Returns EINVALID naming param for a number that is not E.164 (a plus,
 // then 8 to 15 digits, the first not 0), and EFORBIDDEN for a number
-// whose country calling code keybrake does not know.
+// whose country calling code keybrake does not know, or that belongs to a
+// territory keybrake cannot place (Abkhazia, Northern Cyprus).
 func Country(param, number string) (string, error) {
+	c, err := Countries(param, number)
+	if err != nil {
+		return "", err
+	}
+	return c[0], nil
+}
+
+// Countries returns every country an E.164 number may belong to: one,
+// except in a code whose countries the numbering plan does not tell
+// apart (+590: GP, BL, MF). Errors as Country.
+func Countries(param, number string) ([]string, error) {
 	digits, ok := strings.CutPrefix(number, "+")
 	if !ok || len(digits) < 8 || len(digits) > 15 || digits[0] == '0' {
-		return "", keybrake.ErrorParam(param, "The '%s' number %s is not a valid phone number: keybrake needs E.164 (+ and the country code).", param, printable(number))
+		return nil, keybrake.ErrorParam(param, "The '%s' number %s is not a valid phone number: keybrake needs E.164 (+ and the country code).", param, printable(number))
 	}
 	for i := 0; i < len(digits); i++ {
 		if digits[i] < '0' || digits[i] > '9' {
-			return "", keybrake.ErrorParam(param, "The '%s' number %s is not a valid phone number: keybrake needs E.164 (+ and the country code).", param, printable(number))
+			return nil, keybrake.ErrorParam(param, "The '%s' number %s is not a valid phone number: keybrake needs E.164 (+ and the country code).", param, printable(number))
 		}
 	}
 	for n := 7; n >= 1; n-- {
+		if where, ok := unplaced[digits[:n]]; ok {
+			return nil, keybrake.Errorf(keybrake.EFORBIDDEN, "%s is a number of %s, which Twilio may price apart from the country of its calling code and which has no ISO country keybrake can rate or scope.", printable(number), where)
+		}
 		if iso, ok := callingCodes[digits[:n]]; ok {
-			return iso, nil
+			if all, ok := sharedCodes[digits[:n]]; ok {
+				return all, nil
+			}
+			return []string{iso}, nil
 		}
 	}
-	return "", keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake does not know the country of %s.", printable(number))
+	return nil, keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake does not know the country of %s.", printable(number))
 }

@@ -35,9 +35,10 @@ type Form struct {
 	Pairs []Pair
 }
 
-// ParseForm decodes body strictly. A malformed escape, a name that is not
-// PascalCase (a letter, then letters and digits), a value that is not valid
-// UTF-8, a name given twice that is not a list (MediaUrl,
+// ParseForm decodes body strictly. An unescaped semicolon, a malformed
+// escape, a name that is not PascalCase (a letter, then letters and
+// digits), a value that is not valid UTF-8, a name given twice that is
+// not a list (MediaUrl,
 // StatusCallbackEvent, RecordingStatusCallbackEvent), more than
 // MaxMediaURLs media or more than MaxFormKeys parameters return EINVALID
 // naming the parameter: two To's would let keybrake price one number while
@@ -46,6 +47,12 @@ func ParseForm(body string) (*Form, error) {
 	f := &Form{}
 	if body == "" {
 		return f, nil
+	}
+	if strings.Contains(body, ";") {
+		// Some form parsers split on ";" as well as "&" (Go's did until
+		// 1.17): Body=hi;To=+1876… is one Body to keybrake and perhaps a
+		// second To to Twilio. SDKs escape it as %3B.
+		return nil, keybrake.Errorf(keybrake.EINVALID, "The body has an unescaped semicolon; escape it as %%3B.")
 	}
 	parts := strings.Split(body, "&")
 	if len(parts) > MaxFormKeys {

@@ -24,6 +24,10 @@ type Pricer struct {
 	// TimeLimit is priced at MaxTimeLimit (Twilio's own default), which a
 	// capped key should refuse with ErrTimeLimitRequired.
 	MaxCallSeconds int
+	// SpeechPer100 is what a call's text-to-speech in a priced voice
+	// costs per started 100 characters (see Speech), on top of its
+	// minutes; zero means DefaultSpeechPer100.
+	SpeechPer100 keybrake.Micros
 }
 
 // Cost is what one request costs and counts.
@@ -32,6 +36,9 @@ type Cost struct {
 	Messages int             // messages the request sends, for count caps
 	Calls    int             // calls the request places, for count caps
 	Country  string          // ISO country of To
+	// Countries are all the countries To may be in (Countries): Country
+	// alone, or the countries of a shared code, priced at the dearest.
+	Countries []string
 
 	// Messages only.
 	Encoding string // GSM7 or UCS2; for MMS, of the body MMS Converter would send
@@ -39,9 +46,11 @@ type Cost struct {
 	MMS      bool
 
 	// Calls only.
-	TimeLimit    int  // seconds reserved
-	Minutes      int  // TimeLimit rounded up to whole minutes
-	AddTimeLimit bool // the body had no TimeLimit: forward it with TimeLimit=TimeLimit
+	TimeLimit    int             // seconds reserved
+	Minutes      int             // TimeLimit rounded up to whole minutes
+	AddTimeLimit bool            // the body had no TimeLimit: forward it with TimeLimit=TimeLimit
+	Speech       int64           // hundreds of characters spoken in priced voices (see Speech)
+	SpeechMicros keybrake.Micros // what they cost, included in Micros
 }
 
 // ErrTimeLimitRequired is the refusal for a call without TimeLimit on a
@@ -61,8 +70,9 @@ func ErrTimeLimitRequired() error {
 //     (ConvertedBody); otherwise Segments(Body) × its sms rate. Counts one
 //     message.
 //   - calls.create: TimeLimit, rounded up to whole minutes, × To's voice
-//     rate (see MaxCallSeconds for a call without TimeLimit). Counts one
-//     call.
+//     rate (see MaxCallSeconds for a call without TimeLimit), plus the
+//     Twiml's text-to-speech in priced voices (Speech × SpeechPer100).
+//     Counts one call.
 //
 // Returns EINVALID naming the param for a missing or malformed To, From,
 // Body or TimeLimit (Twilio's own checks, made before anything is sent);
@@ -88,9 +98,10 @@ func (p *Pricer) message(form *Form) (Cost, error) {
 	if err != nil {
 		return Cost{}, err
 	}
-	if c.Country, err = Country("To", to); err != nil {
+	if c.Countries, err = Countries("To", to); err != nil {
 		return Cost{}, err
 	}
+	c.Country = c.Countries[0]
 	from, _ := form.Get("From")
 	svc, _ := form.Get("MessagingServiceSid")
 	switch {
@@ -113,7 +124,7 @@ func (p *Pricer) message(form *Form) (Cost, error) {
 		// read as Twilio does would price an MMS as an SMS.
 		return Cost{}, keybrake.ErrorParam("SendAsMms", "SendAsMms must be true or false.")
 	}
-	sms, err := p.Rates.rate(c.Country, "sms")
+	sms, err := p.Rates.dearest(c.Countries, "sms")
 	if err != nil {
 		return Cost{}, err
 	}
@@ -124,7 +135,7 @@ func (p *Pricer) message(form *Form) (Cost, error) {
 		// body costs far more that way than one MMS, and the sender
 		// picks the number, so the MMS reserves the dearer of the two.
 		c.MMS = true
-		mms, err := p.Rates.rate(c.Country, "mms")
+		mms, err := p.Rates.dearest(c.Countries, "mms")
 		if err != nil {
 			return Cost{}, err
 		}
@@ -155,9 +166,10 @@ func (p *Pricer) call(form *Form) (Cost, error) {
 	if err != nil {
 		return Cost{}, err
 	}
-	if c.Country, err = Country("To", to); err != nil {
+	if c.Countries, err = Countries("To", to); err != nil {
 		return Cost{}, err
 	}
+	c.Country = c.Countries[0]
 	if from, _ := form.Get("From"); from == "" {
 		return Cost{}, keybrake.ErrorParam("From", "A 'From' phone number is required.")
 	}
@@ -178,12 +190,41 @@ func (p *Pricer) call(form *Form) (Cost, error) {
 		c.TimeLimit = MaxTimeLimit
 	}
 	c.Minutes = (c.TimeLimit + 59) / 60
-	rate, err := p.Rates.rate(c.Country, "voice")
+	rate, err := p.Rates.dearest(c.Countries, "voice")
 	if err != nil {
 		return Cost{}, err
 	}
 	c.Micros = rate * keybrake.Micros(c.Minutes)
+	// A Twiml whose speech cannot be priced is unpriced (Classify): the
+	// price is then the floor of its minutes.
+	twiml, _ := form.Get("Twiml")
+	c.Speech, c.SpeechMicros, _ = p.speech(twiml)
+	c.Micros += c.SpeechMicros
 	return c, nil
+}
+
+// SpeechCost is what the text-to-speech of a calls.create body costs
+// (see Speech): Twilio bills it apart from the call, whose price does not
+// include it, so a call settled at its price must keep it counted.
+func (p *Pricer) SpeechCost(form *Form) (keybrake.Micros, error) {
+	twiml, _ := form.Get("Twiml")
+	_, m, err := p.speech(twiml)
+	return m, err
+}
+
+func (p *Pricer) speech(twiml string) (int64, keybrake.Micros, error) {
+	if twiml == "" {
+		return 0, 0, nil
+	}
+	n, err := Speech(twiml)
+	if err != nil {
+		return 0, 0, keybrake.ErrorParam("Twiml", "keybrake cannot price the Twiml's text-to-speech: %s.", err.Error())
+	}
+	rate := p.SpeechPer100
+	if rate <= 0 {
+		rate = DefaultSpeechPer100
+	}
+	return n, rate * keybrake.Micros(n), nil
 }
 
 // destination returns To, refusing channels keybrake does not price.

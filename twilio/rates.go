@@ -117,6 +117,21 @@ func (r Rates) String() string {
 // configured.
 func (r Rates) Rate(country, kind string) (keybrake.Micros, error) { return r.rate(country, kind) }
 
+// dearest returns the highest rate of kind among countries, refusing as
+// rate does when any of them has none: a number that may be in any of
+// them is reserved at what the dearest would cost.
+func (r Rates) dearest(countries []string, kind string) (keybrake.Micros, error) {
+	var top keybrake.Micros
+	for _, c := range countries {
+		m, err := r.rate(c, kind)
+		if err != nil {
+			return 0, err
+		}
+		top = max(top, m)
+	}
+	return top, nil
+}
+
 // rate returns the rate of kind for country, falling back to AnyCountry.
 // Returns EFORBIDDEN when neither is configured.
 func (r Rates) rate(country, kind string) (keybrake.Micros, error) {

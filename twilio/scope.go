@@ -115,12 +115,20 @@ func (p Policy) checkDestination(to string) error {
 	if to == "" {
 		return refuse(rule, "the request names no To, and this vault key's twilio_scope.%s restricts destinations", rule)
 	}
-	country, err := Country("To", number)
-	if err != nil {
+	countries, err := Countries("To", number)
+	switch {
+	case keybrake.ErrorCode(err) == keybrake.EFORBIDDEN:
+		return refuse(rule, "%s", strings.TrimSuffix(keybrake.ErrorMessage(err), "."))
+	case err != nil:
 		return refuse(rule, "To %s is not an E.164 number (+ and digits only, no spaces or dashes), so keybrake cannot check it against this vault key's twilio_scope.%s", printable(to), rule)
 	}
-	if len(p.Countries) > 0 && !containsExact(p.Countries, country) {
-		return refuse("allowed_countries", "destination country %s (To %s) is not in this vault key's twilio_scope.allowed_countries (%s)", country, printable(to), strings.Join(p.Countries, ", "))
+	for _, country := range countries {
+		if len(p.Countries) > 0 && !containsExact(p.Countries, country) {
+			if len(countries) > 1 {
+				return refuse("allowed_countries", "To %s may be in any of %s, which its number cannot tell apart, and %s is not in this vault key's twilio_scope.allowed_countries (%s)", printable(to), strings.Join(countries, ", "), country, strings.Join(p.Countries, ", "))
+			}
+			return refuse("allowed_countries", "destination country %s (To %s) is not in this vault key's twilio_scope.allowed_countries (%s)", country, printable(to), strings.Join(p.Countries, ", "))
+		}
 	}
 	if len(p.NumberPrefixes) > 0 && !hasPrefix(number, p.NumberPrefixes) {
 		return refuse("allowed_number_prefixes", "To %s does not start with any of this vault key's twilio_scope.allowed_number_prefixes (%s)", printable(to), strings.Join(p.NumberPrefixes, ", "))
@@ -236,6 +244,11 @@ func knownCountry(iso string) bool {
 	}
 	for _, c := range callingCodes {
 		if c == iso {
+			return true
+		}
+	}
+	for _, all := range sharedCodes {
+		if containsExact(all, iso) {
 			return true
 		}
 	}

@@ -158,6 +158,16 @@ func TestCountry(t *testing.T) {
 		{"+79161234567", "RU", ""},
 		{"+919812345678", "IN", ""},
 		{"+3584571234567", "FI", ""},
+		{"+61891641234", "CX", ""},
+		{"+61891621234", "CC", ""},
+		{"+61891601234", "AU", ""},
+		{"+61412345678", "AU", ""},
+		{"+590690123456", "GP", ""},               // or BL or MF: see Countries
+		{"+78401234567", "", keybrake.EFORBIDDEN}, // Abkhazia, fixed
+		{"+79401234567", "", keybrake.EFORBIDDEN}, // Abkhazia, mobile
+		{"+79411234567", "RU", ""},
+		{"+903921234567", "", keybrake.EFORBIDDEN}, // Northern Cyprus
+		{"+902121234567", "TR", ""},
 		{"+2821234567", "", keybrake.EFORBIDDEN}, // unassigned code
 		{"14155550100", "", keybrake.EINVALID},
 		{"+1415555", "", keybrake.EINVALID},
@@ -238,6 +248,60 @@ func TestClassify(t *testing.T) {
 				t.Error("an unpriced class gives no reason")
 			}
 		})
+	}
+}
+
+func TestSpeech(t *testing.T) {
+	tests := []struct {
+		name, twiml string
+		hundreds    int64
+		ok          bool
+	}{
+		{"NoSay", `<Response><Play>https://x/a.mp3</Play></Response>`, 0, true},
+		{"DefaultVoice", `<Response><Say loop="0">` + strings.Repeat("a", 500) + `</Say></Response>`, 0, true},
+		{"BasicVoices", `<Response><Say voice="man">a</Say><Say voice="woman" loop="0">b</Say></Response>`, 0, true},
+		{"AlicePriced", `<Response><Say voice="alice">c</Say></Response>`, 1, true},
+		{"Neural", `<Response><Say voice="Polly.Joanna-Neural">` + strings.Repeat("a", 101) + `</Say></Response>`, 2, true},
+		{"StandardPollyPriced", `<Response><Say voice="Polly.Joanna">a</Say></Response>`, 1, true},
+		{"EachSayRoundedUp", `<Response><Say voice="Google.en-US-Standard-A">a</Say><Say voice="Polly.Amy">b</Say></Response>`, 2, true},
+		{"Loop", `<Response><Say voice="Polly.Joanna-Generative" loop="3">` + strings.Repeat("a", 250) + `</Say></Response>`, 9, true},
+		{"EntitiesDecoded", `<Response><Say voice="Polly.Amy">` + strings.Repeat("&amp;", 100) + `</Say></Response>`, 1, true},
+		{"EmojiTwoUnits", `<Response><Say voice="Polly.Amy">` + strings.Repeat("😀", 51) + `</Say></Response>`, 2, true},
+		{"CaseOfVoiceValue", `<Response><Say voice="Man">a</Say></Response>`, 1, true},
+		{"LoopZero", `<Response><Say voice="Polly.Amy" loop="0">a</Say></Response>`, 0, false},
+		{"LoopTooMany", `<Response><Say voice="Polly.Amy" loop="101">a</Say></Response>`, 0, false},
+		{"LoopLeadingZero", `<Response><Say voice="Polly.Amy" loop="01">a</Say></Response>`, 0, false},
+		{"LoopSigned", `<Response><Say voice="Polly.Amy" loop="+2">a</Say></Response>`, 0, false},
+		{"VoiceInOtherCase", `<Response><Say Voice="Polly.Amy">a</Say></Response>`, 0, false},
+		{"NamespacedAttr", `<Response><Say xmlns:t="x" t:voice="Polly.Amy">a</Say></Response>`, 0, false},
+		{"VoiceTwice", `<Response><Say voice="Polly.Amy" voice="man">a</Say></Response>`, 0, false},
+		{"SayInSay", `<Response><Say voice="alice"><Say voice="Polly.Amy">a</Say></Say></Response>`, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := twilio.Speech(tt.twiml)
+			if (err == nil) != tt.ok || n != tt.hundreds {
+				t.Fatalf("Speech = %d, %v; want %d, ok %v", n, err, tt.hundreds, tt.ok)
+			}
+		})
+	}
+	call := mustOp(t, "POST", "/Calls.json")
+	form := mustForm(t, "To=%2B14155550100&From=%2B14155550101&TimeLimit=61&Twiml="+esc(`<Response><Say voice="Polly.Amy" loop="2">hi</Say></Response>`))
+	if class, why := twilio.Classify(call, form); class != twilio.ClassPriced {
+		t.Fatalf("Classify = %s (%s)", class, why)
+	}
+	p := &twilio.Pricer{Rates: twilio.Rates{"US": {Voice: 14_000}}, SpeechPer100: 1_000}
+	c, err := p.Price(call, form)
+	if err != nil || c.Micros != 2*14_000+2*1_000 || c.Speech != 2 || c.SpeechMicros != 2_000 {
+		t.Fatalf("Price = %+v, %v", c, err)
+	}
+	p.SpeechPer100 = 0
+	if c, _ := p.Price(call, form); c.SpeechMicros != 2*twilio.DefaultSpeechPer100 {
+		t.Fatalf("default rate: %+v", c)
+	}
+	loop0 := mustForm(t, "To=%2B14155550100&From=%2B14155550101&TimeLimit=60&Twiml="+esc(`<Response><Say voice="Polly.Amy" loop="0">hi</Say></Response>`))
+	if class, _ := twilio.Classify(call, loop0); class != twilio.ClassUnpriced {
+		t.Fatalf("loop 0: %s", class)
 	}
 }
 

@@ -55,7 +55,7 @@ func (s *Server) billedLocked() keybrake.Micros {
 	}
 	for _, c := range s.calls {
 		if c.Priced {
-			total += c.Price
+			total += c.Price + c.Speech
 		}
 	}
 	return total
@@ -112,7 +112,7 @@ func (s *Server) Billed() Billed {
 	}
 	for _, c := range s.calls {
 		if !c.Priced {
-			b.Pending += c.rate * keybrake.Micros((c.TimeLimit+59)/60)
+			b.Pending += c.rate*keybrake.Micros((c.TimeLimit+59)/60) + c.speech(c.TimeLimit)
 		}
 	}
 	return b

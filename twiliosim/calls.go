@@ -1,8 +1,11 @@
 package twiliosim
 
 import (
+	"encoding/xml"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/twilio"
@@ -20,8 +23,78 @@ type Call struct {
 	Price     keybrake.Micros
 	Priced    bool
 
+	// Speech is the text-to-speech billed for the call's <Say>s in priced
+	// voices, apart from Price, once the call completed.
+	Speech keybrake.Micros
+
 	rate keybrake.Micros // per started minute
 	talk int             // how long the callee would talk
+	say  []said          // the priced <Say>s of its Twiml
+	per  keybrake.Micros // text-to-speech per started 100 characters
+}
+
+// said is a <Say> in a priced voice: its characters and loop.
+type said struct{ chars, loop int }
+
+// charsPerSecond is how fast the simulator's voices speak, for a <Say>
+// with loop="0", which repeats until the call ends.
+const charsPerSecond = 15
+
+// speech is what the call's priced <Say>s cost when it talked for
+// seconds: each repetition billed by the started 100 characters.
+func (c *Call) speech(seconds int) keybrake.Micros {
+	var total keybrake.Micros
+	for _, s := range c.say {
+		reps := s.loop
+		if reps == 0 {
+			reps = max(1, (seconds*charsPerSecond+s.chars-1)/max(1, s.chars))
+		}
+		total += c.per * keybrake.Micros((s.chars+99)/100*reps)
+	}
+	return total
+}
+
+// parseSay reads the <Say>s of twiml that Twilio bills per character:
+// those with a voice other than man or woman.
+func parseSay(twiml string) []said {
+	var out []said
+	dec := xml.NewDecoder(strings.NewReader(twiml))
+	var cur *said
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			if t.Name.Local != "Say" {
+				continue
+			}
+			voice, loop := "", 1
+			for _, a := range t.Attr {
+				switch strings.ToLower(a.Name.Local) {
+				case "voice":
+					voice = a.Value
+				case "loop":
+					if n, err := strconv.Atoi(a.Value); err == nil && n >= 0 {
+						loop = n
+					}
+				}
+			}
+			if voice != "" && voice != "man" && voice != "woman" {
+				cur = &said{loop: loop}
+			}
+		case xml.CharData:
+			if cur != nil {
+				cur.chars += utf8.RuneCount(t)
+			}
+		case xml.EndElement:
+			if t.Name.Local == "Say" && cur != nil {
+				out = append(out, *cur)
+				cur = nil
+			}
+		}
+	}
 }
 
 // Call states.
@@ -67,6 +140,7 @@ func (c *Call) tick(now time.Time) {
 		c.Status, c.Priced = CallCompleted, true
 		c.Duration = int(end.Sub(answered) / time.Second)
 		c.Price = c.rate * keybrake.Micros((c.Duration+59)/60)
+		c.Speech = c.speech(c.Duration)
 	}
 }
 
@@ -123,7 +197,8 @@ func (s *Server) createCall(req *request) (any, *twilio.Error) {
 	if !ok || rate.Voice == 0 {
 		rate = s.opts.Rates[twilio.AnyCountry]
 	}
-	c := &Call{Sid: newSid("CA"), To: to, From: from, Created: req.now, TimeLimit: limit, rate: rate.Voice, talk: s.opts.CallSeconds}
+	c := &Call{Sid: newSid("CA"), To: to, From: from, Created: req.now, TimeLimit: limit, rate: rate.Voice, talk: s.opts.CallSeconds,
+		say: parseSay(f.Get("Twiml")), per: s.opts.SpeechPer100}
 	c.tick(req.now)
 	s.calls = append(s.calls, c)
 	s.bySid[c.Sid] = c

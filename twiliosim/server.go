@@ -38,6 +38,10 @@ type Options struct {
 	// CallSeconds is how long an answered call lasts unless ended or cut
 	// by its TimeLimit; 42 by default.
 	CallSeconds int
+	// SpeechPer100 is what a call's <Say> in a voice other than man or
+	// woman costs per started 100 characters, billed apart from
+	// the call's price as Twilio bills text-to-speech; $0.03 by default.
+	SpeechPer100 keybrake.Micros
 	// NoMMS are To prefixes (+1555…) of carriers that take no MMS: an MMS
 	// to them is sent as Twilio's MMS Converter sends it, an SMS of the
 	// body and a link to each medium, billed by the segment.
@@ -87,6 +91,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Rates == nil {
 		opts.Rates = DefaultRates()
+	}
+	if opts.SpeechPer100 == 0 {
+		opts.SpeechPer100 = 30_000
 	}
 	if opts.CallSeconds == 0 {
 		opts.CallSeconds = 42

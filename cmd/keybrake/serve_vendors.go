@@ -31,6 +31,7 @@ type VendorConfig struct {
 	TwilioRates    string        // --twilio-rates: a file in twilio.ParseRates' format
 	TwilioMaxCall  int           // --twilio-max-call-seconds
 	TwilioSkew     time.Duration // --twilio-lookup-skew
+	TwilioSpeech   string        // --twilio-speech-per-100, USD
 	ResendUpstream string        // --resend-upstream
 	ResendPerEmail string        // --resend-per-email, USD
 	ResendPerRcpt  string        // --resend-per-recipient, USD
@@ -40,6 +41,7 @@ func vendorFlags(fs *flag.FlagSet, env Env, c *VendorConfig) {
 	fs.StringVar(&c.TwilioUpstream, "twilio-upstream", envDefault(env, "KEYBRAKE_TWILIO_UPSTREAM", "https://api.twilio.com"), "Twilio API base URL (KEYBRAKE_TWILIO_UPSTREAM)")
 	fs.StringVar(&c.TwilioRates, "twilio-rates", envDefault(env, "KEYBRAKE_TWILIO_RATES", ""), "file of per-country Twilio rates, one country a line (\"US sms=0.0110 voice=0.0140\"); unset = an example table (KEYBRAKE_TWILIO_RATES)")
 	fs.IntVar(&c.TwilioMaxCall, "twilio-max-call-seconds", envInt(env, "KEYBRAKE_TWILIO_MAX_CALL_SECONDS", 0), "longest call a key may place; calls without TimeLimit are priced at it and get it as TimeLimit (KEYBRAKE_TWILIO_MAX_CALL_SECONDS)")
+	fs.StringVar(&c.TwilioSpeech, "twilio-speech-per-100", envDefault(env, "KEYBRAKE_TWILIO_SPEECH_PER_100", twilio.DefaultSpeechPer100.String()), "USD reserved per started 100 characters a call's <Say> speaks in a voice other than man or woman, per loop (KEYBRAKE_TWILIO_SPEECH_PER_100)")
 	fs.DurationVar(&c.TwilioSkew, "twilio-lookup-skew", envDuration(env, "KEYBRAKE_TWILIO_LOOKUP_SKEW", time.Minute), "margin of the lookup of a Twilio create whose answer was lost, for clock skew and Twilio's list catching up; it is looked up once --upstream-timeout plus twice this has passed (KEYBRAKE_TWILIO_LOOKUP_SKEW)")
 	fs.StringVar(&c.ResendUpstream, "resend-upstream", envDefault(env, "KEYBRAKE_RESEND_UPSTREAM", "https://api.resend.com"), "Resend API base URL (KEYBRAKE_RESEND_UPSTREAM)")
 	// Resend counts every to, cc and bcc address as one email of the quota
@@ -66,7 +68,11 @@ func (m *ServeMain) openVendors(s *khttp.Server) error {
 	if c.TwilioSkew <= 0 {
 		return fmt.Errorf("invalid --twilio-lookup-skew (KEYBRAKE_TWILIO_LOOKUP_SKEW): must be a positive duration like 1m")
 	}
-	tw := &khttp.TwilioConfig{Rates: rates, MaxCallSeconds: c.TwilioMaxCall, LookupSkew: c.TwilioSkew,
+	speech, err := keybrake.ParseUSD(c.TwilioSpeech)
+	if err != nil || speech <= 0 {
+		return fmt.Errorf("invalid --twilio-speech-per-100 %q (KEYBRAKE_TWILIO_SPEECH_PER_100): want dollars above zero, like 0.05", c.TwilioSpeech)
+	}
+	tw := &khttp.TwilioConfig{Rates: rates, MaxCallSeconds: c.TwilioMaxCall, LookupSkew: c.TwilioSkew, SpeechPer100: speech,
 		AccountSid: strings.TrimSpace(env.Getenv("TWILIO_ACCOUNT_SID")), Secret: strings.TrimSpace(env.Getenv("TWILIO_AUTH_TOKEN"))}
 	if k := strings.TrimSpace(env.Getenv("TWILIO_API_KEY")); k != "" {
 		tw.APIKeySid, tw.Secret = k, strings.TrimSpace(env.Getenv("TWILIO_API_SECRET"))
@@ -92,7 +98,6 @@ func (m *ServeMain) openVendors(s *khttp.Server) error {
 	s.Twilio = tw
 
 	var rs khttp.ResendConfig
-	var err error
 	if rs.Pricer.PerEmail, err = keybrake.ParseUSD(c.ResendPerEmail); err != nil {
 		return fmt.Errorf("invalid --resend-per-email %q: %w", c.ResendPerEmail, err)
 	}
