@@ -492,3 +492,33 @@ func TestTwilioOwnNumbersUnreadable(t *testing.T) {
 		t.Fatalf("twiliosim sent %d messages", n)
 	}
 }
+
+// TestTwilioOwnNumbersRefreshInBackground: once the account's numbers are
+// older than five minutes they are read again while creates go on with the
+// last list (a read is a round trip or more to Twilio, and every create of
+// every key waited for it); a create waits, and is refused if the read
+// fails, only once the last list is fifteen minutes old.
+func TestTwilioOwnNumbersRefreshInBackground(t *testing.T) {
+	const own = "+14155550199"
+	e := mustOpenVendorsSim(t, twiliosim.Options{Numbers: []string{"+14155550100", own}})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5"}`)
+	tw := e.TwilioClient(t, secret)
+	if _, err := tw.Api.CreateMessage(sms("+14155550123")); err != nil {
+		t.Fatalf("first create: %v", err)
+	}
+	if _, err := e.Twilio.AddFault(simfault.Fault{Method: "GET", Path: "/2010-04-01/Accounts/" + twiliosim.DefaultAccountSid + "/IncomingPhoneNumbers.json", Mode: simfault.FailBefore}); err != nil {
+		t.Fatal(err)
+	}
+	e.Clock.Advance(6 * time.Minute)
+	if _, err := tw.Api.CreateMessage(sms("+14155550124")); err != nil {
+		t.Fatalf("create while the list is read again: %v", err)
+	}
+	_, err := tw.Api.CreateMessage(sms(own))
+	twilioErr(t, err, 403, twilio.CodeForbidden) // the last list still knows it
+	e.Clock.Advance(10 * time.Minute)
+	_, err = tw.Api.CreateMessage(sms("+14155550125"))
+	twilioErr(t, err, 503, twilio.CodeUnavailable)
+	if n := len(e.Twilio.GroundTruth().Messages); n != 2 {
+		t.Fatalf("twiliosim sent %d messages, want 2", n)
+	}
+}

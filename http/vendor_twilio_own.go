@@ -18,11 +18,14 @@ import (
 // out and in, and runs that number's webhook, which may reply, forward or
 // <Dial> at the account's expense: nothing keybrake can price. So a create
 // whose To is an incoming phone number of the account is unpriced. The
-// numbers are read from Twilio (IncomingPhoneNumbers) and kept
-// ownNumbersTTL; a create waits for the first read, and is refused when
-// the list cannot be read (fail closed).
+// numbers are read from Twilio (IncomingPhoneNumbers): a create waits for
+// the first read, and is refused when the list cannot be read (fail
+// closed). Past ownNumbersTTL the list is read again in the background
+// while creates go on with the last one, so a read (a round trip or more
+// to Twilio) never stalls them; past ownNumbersMaxAge they wait for it.
 const (
 	ownNumbersTTL      = 5 * time.Minute
+	ownNumbersMaxAge   = 3 * ownNumbersTTL
 	ownNumbersPageSize = 1000
 	// maxOwnNumberPages bounds the read; an account with more numbers
 	// cannot be checked, and its creates are refused.
@@ -34,24 +37,62 @@ type twilioOwnNumbers struct {
 	rt  http.RoundTripper
 	now func() time.Time
 
-	mu  sync.Mutex // held while reading, so that one read serves everyone waiting
-	set map[string]bool
-	at  time.Time
+	mu      sync.Mutex
+	set     map[string]bool
+	at      time.Time     // when set was read
+	reading chan struct{} // closed when the read in flight ends; nil when none is
+	err     error         // the last read's failure, nil after a success
 }
 
 // has reports whether number (E.164) is one of the account's own.
 func (o *twilioOwnNumbers) has(ctx context.Context, v *twilioVendor, number string) (bool, error) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	now := o.now()
-	if o.set == nil || now.Sub(o.at) >= ownNumbersTTL || now.Before(o.at) {
-		set, err := o.read(ctx, v)
-		if err != nil {
-			return false, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake could not read this account's own phone numbers from Twilio (%s), which it needs to tell whether To is one of them (billed again as inbound and answered by that number's webhook); nothing was sent.", err.Error())
+	age := now.Sub(o.at)
+	if o.set != nil && age >= 0 && age < ownNumbersMaxAge {
+		if age >= ownNumbersTTL {
+			o.startRead(v)
 		}
-		o.set, o.at = set, now
+		own := o.set[number]
+		o.mu.Unlock()
+		return own, nil
+	}
+	done := o.startRead(v)
+	o.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return false, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake was still reading this account's own phone numbers from Twilio when the request ended; nothing was sent.")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.set == nil || o.err != nil && o.now().Sub(o.at) >= ownNumbersMaxAge {
+		return false, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake could not read this account's own phone numbers from Twilio (%s), which it needs to tell whether To is one of them (billed again as inbound and answered by that number's webhook); nothing was sent.", o.err.Error())
 	}
 	return o.set[number], nil
+}
+
+// startRead starts reading the numbers unless a read is in flight, and
+// returns the channel closed when that read ends. o.mu is held. The read
+// is not the request's: a client that gives up does not cancel it for the
+// others waiting.
+func (o *twilioOwnNumbers) startRead(v *twilioVendor) <-chan struct{} {
+	if o.reading != nil {
+		return o.reading
+	}
+	done := make(chan struct{})
+	o.reading = done
+	go func() {
+		set, err := o.read(context.Background(), v)
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.err = err; err == nil {
+			o.set, o.at = set, o.now()
+		}
+		o.reading = nil
+		close(done)
+	}()
+	return done
 }
 
 func (o *twilioOwnNumbers) read(ctx context.Context, v *twilioVendor) (map[string]bool, error) {
