@@ -77,8 +77,9 @@ func (v *stripeVendor) Authenticate(r *http.Request) (string, error) {
 // Parse parses every header that selects an account or shapes the body
 // once (parseEnvelope), names the operation (stripe.ParseOperation refuses
 // "..", empty segments and encoded slashes), parses the form body or query
-// strictly, refuses raw card data, and classifies the operation under the
-// money model. A POST's Idempotency-Key and metadata tag are checked here.
+// strictly, refuses raw card data, classifies the operation under the
+// money model, and refuses a free or priced write that sends a parameter
+// keybrake has not reviewed (stripe.CheckParams). A POST's Idempotency-Key and metadata tag are checked here.
 func (v *stripeVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 	env, err := parseEnvelope(a.Request)
 	if err != nil {
@@ -100,6 +101,9 @@ func (v *stripeVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 		return nil, err
 	}
 	sr := &stripeRequest{op: op, env: env, form: form, class: stripe.Classify(op, form), header: a.Header}
+	if err := stripe.CheckParams(op, form, sr.class); err != nil {
+		return nil, err
+	}
 	req.Class, req.Params, req.Parsed = stripeClass(sr.class), form, sr
 	if a.Method == http.MethodPost {
 		if len(env.IdempotencyKey) > 255 {
