@@ -2,6 +2,7 @@ package stripe
 
 import (
 	_ "embed"
+	"sort"
 	"strings"
 	"sync"
 
@@ -86,6 +87,22 @@ func parseKeys(s string) (bool, map[string]bool) {
 		}
 	}
 	return false, m
+}
+
+// ParamNames returns the top-level parameters API APIVersion documents for
+// the write op, sorted; empty for a write that takes none, nil for one
+// params.txt does not list.
+func ParamNames(op string) []string {
+	ps, ok := paramsOf()[op]
+	if !ok {
+		return nil
+	}
+	names := make([]string, 0, len(ps))
+	for n := range ps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // CheckParams refuses a write that keybrake lets through as free or
