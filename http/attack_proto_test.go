@@ -273,7 +273,7 @@ func TestAttackProto_TrailersOverHTTP2(t *testing.T) {
 // as free (and one on a priced write, such as the pre-2017 recipient of
 // transfers.create, which paid a recipient's bank account rather than a
 // connected account, passed as priced), whatever the key's caps. Now every
-// parameter of a free or priced write, and every child one level down, is
+// parameter of a free or priced write, and everything nested under it, is
 // one the current API documents or a reviewed legacy name; any other is
 // refused with a 400 naming it, before anything goes upstream, even for a
 // key that allows unpriced writes (which would otherwise forward it
@@ -292,10 +292,11 @@ func TestAttackProto_UnreviewedLegacyParam(t *testing.T) {
 		// A name standing for a money parameter of a version nobody
 		// reviewed, on a write keybrake lets through as free.
 		{"UnknownTopLevel", "/stripe/v1/customers", "email=a%40example.com&signup_charge_amount=99999999", "signup_charge_amount", []Header{old}},
-		// One level down, in a parameter the current API documents.
+		// Nested in a parameter the current API documents.
 		{"UnknownChild", "/stripe/v1/subscriptions/sub_1", "cancel_at_period_end=true&cancellation_details[charge_remaining_now]=true", "cancellation_details[charge_remaining_now]", nil},
 		{"UnknownListItemChild", "/stripe/v1/customers", "tax_id_data[0][type]=eu_vat&tax_id_data[0][prepay]=5000", "tax_id_data[0][prepay]", nil},
 		{"ChildOfAValue", "/stripe/v1/customers/cus_1", "description[amount]=5000", "description[amount]", nil},
+		{"UnknownDeep", "/stripe/v1/payment_intents", "amount=1000&currency=usd&payment_method_options[card][capture_extra_amount]=5000", "payment_method_options[card][capture_extra_amount]", nil},
 		// A real preview parameter on a free write: invoices.attach_payment
 		// takes amount_requested only in a preview version.
 		{"PreviewOnly", "/stripe/v1/invoices/in_1/attach_payment", "payment_intent=pi_1&amount_requested=5000", "amount_requested", []Header{preview}},

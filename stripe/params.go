@@ -11,15 +11,18 @@ import (
 
 // paramsTxt is the request parameters of every write of the current API,
 // generated from Stripe's OpenAPI description by stripe/internal/opsgen.
-// Each line is a write's name and its top-level parameters, each written
+// Each line is a write's name and its top-level parameters, each a name
+// and a shape, which says what the parameter takes nested under it:
 //
-//	name        a value; nothing nested under it
-//	name{a,b}   an object with children a and b
-//	name{*}     an object with children of any name (metadata, currency maps)
-//	name[]      a list of values (name[]=x or name[0]=x)
-//	name[]{a,b} a list of objects with children a and b (name[0][a]=x)
+//	shape  = [ "{" ( "*" shape | param { "," param } ) "}" ] [ "[]" shape ]
+//	param  = name shape
 //
-// and a parameter that takes several shapes has each (name{a}[]{b}).
+// An empty shape is a value with nothing nested under it; {a,b{c}} is an
+// object with children a and b, b an object with child c; {*} an object
+// with children of any name, each a value (metadata), {*{a}} each an
+// object with child a; [] a list of values (name[]=x or name[0]=x), []{a}
+// a list of objects with child a (name[0][a]=x). A parameter that takes
+// both an object and a list has both parts (name{a}[]).
 //
 //go:embed params.txt
 var paramsTxt string
@@ -27,78 +30,84 @@ var paramsTxt string
 // APIVersion is the Stripe API version whose parameters params.txt lists.
 const APIVersion = "2026-08-26"
 
-// shape is what one top-level parameter takes one level down.
+// shape is what a parameter takes nested under it.
 type shape struct {
-	anyKey  bool            // an object with children of any name
-	keys    map[string]bool // an object with these children; nil: not an object
-	list    bool            // a list
-	anyItem bool            // of objects with children of any name
-	items   map[string]bool // of objects with these children; nil: of values
+	keys map[string]*shape // an object with these children (nil: not an object)
+	any  *shape            // an object with children of any name, of this shape
+	list *shape            // a list of items of this shape
 }
 
-// paramsOf parses paramsTxt once: write name -> top-level name -> shape.
-var paramsOf = sync.OnceValue(func() map[string]map[string]*shape {
-	m := map[string]map[string]*shape{}
+// paramsOf parses paramsTxt once: write name -> its parameters as the
+// children of one shape. A malformed table is a build defect, checked by
+// the tests, so it panics.
+var paramsOf = sync.OnceValue(func() map[string]*shape {
+	m := map[string]*shape{}
 	for _, line := range strings.Split(paramsTxt, "\n") {
 		if line == "" || line[0] == '#' {
 			continue
 		}
 		fs := strings.Fields(line)
-		ps := make(map[string]*shape, len(fs)-1)
+		top := &shape{keys: make(map[string]*shape, len(fs)-1)}
 		for _, tok := range fs[1:] {
-			name, sh := parseShape(tok)
-			ps[name] = sh
+			name, sh, rest := parseParam(tok)
+			if rest != "" || name == "" {
+				panic("stripe: params.txt: malformed " + tok)
+			}
+			top.keys[name] = sh
 		}
-		m[fs[0]] = ps
+		m[fs[0]] = top
 	}
 	return m
 })
 
-// parseShape parses one token of paramsTxt.
-func parseShape(tok string) (string, *shape) {
-	sh := &shape{}
-	i := strings.IndexAny(tok, "{[")
+// parseParam parses a param of the grammar and returns what follows it.
+func parseParam(s string) (string, *shape, string) {
+	i := strings.IndexAny(s, "{}[],")
 	if i < 0 {
-		return tok, sh
+		return s, &shape{}, ""
 	}
-	name, rest := tok[:i], tok[i:]
-	if rest[0] == '{' {
-		j := strings.IndexByte(rest, '}')
-		sh.anyKey, sh.keys = parseKeys(rest[1:j])
-		rest = rest[j+1:]
-	}
-	if strings.HasPrefix(rest, "[]") {
-		sh.list = true
-		if rest = rest[2:]; rest != "" {
-			sh.anyItem, sh.items = parseKeys(rest[1 : len(rest)-1])
-		}
-	}
-	return name, sh
+	sh, rest := parseShape(s[i:])
+	return s[:i], sh, rest
 }
 
-func parseKeys(s string) (bool, map[string]bool) {
-	if s == "*" {
-		return true, map[string]bool{}
-	}
-	m := map[string]bool{}
-	for _, k := range strings.Split(s, ",") {
-		if k != "" {
-			m[k] = true
+// parseShape parses a shape of the grammar and returns what follows it.
+func parseShape(s string) (*shape, string) {
+	sh := &shape{}
+	if strings.HasPrefix(s, "{") {
+		s = s[1:]
+		if strings.HasPrefix(s, "*") {
+			sh.any, s = parseShape(s[1:])
+		} else {
+			sh.keys = map[string]*shape{}
+			for s != "" && s[0] != '}' {
+				var name string
+				var c *shape
+				name, c, s = parseParam(s)
+				sh.keys[name] = c
+				s = strings.TrimPrefix(s, ",")
+			}
 		}
+		if !strings.HasPrefix(s, "}") {
+			panic("stripe: params.txt: unclosed {")
+		}
+		s = s[1:]
 	}
-	return false, m
+	if strings.HasPrefix(s, "[]") {
+		sh.list, s = parseShape(s[2:])
+	}
+	return sh, s
 }
 
 // ParamNames returns the top-level parameters API APIVersion documents for
 // the write op, sorted; empty for a write that takes none, nil for one
 // params.txt does not list.
 func ParamNames(op string) []string {
-	ps, ok := paramsOf()[op]
+	top, ok := paramsOf()[op]
 	if !ok {
 		return nil
 	}
-	names := make([]string, 0, len(ps))
-	for n := range ps {
+	names := make([]string, 0, len(top.keys))
+	for n := range top.keys {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -109,10 +118,9 @@ func ParamNames(op string) []string {
 // prices itself (class ClassWrite or ClassPriced, as Classify returned for
 // form) when it sends a parameter keybrake has not reviewed: a top-level
 // name that API APIVersion does not document for the operation and that
-// is not a reviewed legacy or preview name (LegacyParams), or a child of a
-// documented parameter that API APIVersion does not document (children of
-// objects, and of the objects in lists, one level down; deeper ones are
-// not checked).
+// is not a reviewed legacy or preview name (LegacyParams), or a parameter
+// nested under a documented one, at any depth, that API APIVersion does not
+// document there (children of a reviewed legacy name are not checked).
 //
 // Stripe reads a request by the API version it names, old or preview, and
 // those versions took parameters the current one no longer lists, some of
@@ -128,7 +136,7 @@ func CheckParams(op Operation, form *Form, class Class) error {
 	if class != ClassWrite && class != ClassPriced || form == nil {
 		return nil
 	}
-	ps, ok := paramsOf()[op.Name]
+	top, ok := paramsOf()[op.Name]
 	if !ok {
 		return keybrake.Errorf(keybrake.EINVALID, "keybrake has no list of the parameters of %s, so it cannot tell what the request moves.", op.Name)
 	}
@@ -138,40 +146,46 @@ func CheckParams(op Operation, form *Form, class Class) error {
 		if !ok {
 			return keybrake.ErrorParam(p.Key, "Invalid parameter name %q.", p.Key)
 		}
-		sh, known := ps[path[0]]
-		if !known {
+		if _, known := top.keys[path[0]]; !known {
 			if _, reviewed := legacyParam(op.Name, path[0]); reviewed {
 				continue
 			}
 			return unknownParam(op, path[0])
 		}
-		if bad := sh.unknownChild(path); bad != "" {
-			return unknownParam(op, bad)
+		if n := top.known(path); n < len(path) {
+			return unknownParam(op, stripeName(path[:n+1]))
 		}
 	}
 	return nil
 }
 
-// unknownChild returns the name, Stripe-style, of the first level of path
-// below the top that sh does not take, or "" if it takes the path.
-func (sh *shape) unknownChild(path []string) string {
-	if len(path) == 1 {
-		return ""
-	}
-	child := path[1]
-	switch {
-	case sh.keys != nil && (sh.anyKey || sh.keys[child]):
-		return ""
-	case sh.list && isIndex(child):
-		if len(path) == 2 {
-			return ""
+// known returns how many segments of path, from the first, sh takes: a
+// child of an object by its name (or any name, for {*}), an item of a list
+// by its position (empty for name[]=x, or decimal digits).
+func (sh *shape) known(path []string) int {
+	for i, seg := range path {
+		switch {
+		case sh.keys[seg] != nil:
+			sh = sh.keys[seg]
+		case sh.any != nil:
+			sh = sh.any
+		case sh.list != nil && isIndex(seg):
+			sh = sh.list
+		default:
+			return i
 		}
-		if sh.items != nil && (sh.anyItem || sh.items[path[2]]) {
-			return ""
-		}
-		return path[0] + "[" + child + "][" + path[2] + "]"
 	}
-	return path[0] + "[" + child + "]"
+	return len(path)
+}
+
+// stripeName writes path as Stripe names a parameter: a[b][c].
+func stripeName(path []string) string {
+	var b strings.Builder
+	b.WriteString(path[0])
+	for _, seg := range path[1:] {
+		b.WriteString("[" + seg + "]")
+	}
+	return b.String()
 }
 
 // isIndex reports whether seg is a list position: empty (name[]=x) or

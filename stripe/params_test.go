@@ -100,7 +100,7 @@ func TestLegacyParams(t *testing.T) {
 }
 
 // TestCheckParams checks the allowlist of parameters on free and priced
-// writes, one level down, and that every write keybrake lets through as
+// writes, at every depth, and that every write keybrake lets through as
 // free or prices has a list.
 func TestCheckParams(t *testing.T) {
 	for _, r := range stripe.WriteRules() {
@@ -128,6 +128,12 @@ func TestCheckParams(t *testing.T) {
 		{"POST", "/v1/prices", "currency=usd&currency_options[eur][unit_amount]=5", ""},
 		{"POST", "/v1/charges", "amount=5&currency=usd&source=tok_visa&amount_extra=5", "amount_extra"},
 		{"POST", "/v1/payment_intents", "amount=5&currency=usd&transfer_data[destination]=acct_1&transfer_data[to]=x", "transfer_data[to]"},
+		{"POST", "/v1/prices", "currency=usd&currency_options[eur][bogus]=5", "currency_options[eur][bogus]"},
+		{"POST", "/v1/customers", "metadata[a][b]=1", "metadata[a][b]"},
+		{"POST", "/v1/payment_intents", "amount=5&currency=usd&payment_method_options[card][request_three_d_secure]=any", ""},
+		{"POST", "/v1/payment_intents", "amount=5&currency=usd&payment_method_options[card][capture_extra]=5", "payment_method_options[card][capture_extra]"},
+		{"POST", "/v1/checkout/sessions", "mode=setup&currency=usd&setup_intent_data[metadata][k]=v&custom_fields[0][dropdown][options][0][label]=l", ""},
+		{"POST", "/v1/checkout/sessions", "mode=setup&currency=usd&custom_fields[0][dropdown][options][0][amount]=5", "custom_fields[0][dropdown][options][0][amount]"},
 		{"DELETE", "/v1/subscriptions/sub_1", "invoice_now=false&at_period_end=true", "at_period_end"},
 		{"DELETE", "/v1/customers/cus_1", "expand[0]=x", "expand"},
 	} {
