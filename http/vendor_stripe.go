@@ -101,9 +101,6 @@ func (v *stripeVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 		return nil, err
 	}
 	sr := &stripeRequest{op: op, env: env, form: form, class: stripe.Classify(op, form), header: a.Header}
-	if err := stripe.CheckParams(op, form, sr.class); err != nil {
-		return nil, err
-	}
 	req.Class, req.Params, req.Parsed = stripeClass(sr.class), form, sr
 	if a.Method == http.MethodPost {
 		if len(env.IdempotencyKey) > 255 {
@@ -115,6 +112,10 @@ func (v *stripeVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 		req.Body, req.IdempotencyKey, req.Idempotent = a.Body, env.IdempotencyKey, true
 	} else {
 		req.RawQuery = a.RawQuery
+	}
+	// After the tag's own, more specific, checks.
+	if err := stripe.CheckParams(op, form, sr.class); err != nil {
+		return nil, err
 	}
 	req.Fingerprint = stripe.Fingerprint(stripe.FingerprintArgs{KeyID: a.KeyID, Operation: op.Name, Path: op.Path, Account: env.Account, Version: env.Version, Form: form})
 	return req, nil

@@ -167,7 +167,8 @@ func (sh *shape) known(path []string) int {
 		switch {
 		case sh.keys[seg] != nil:
 			sh = sh.keys[seg]
-		case sh.any != nil:
+		case sh.any != nil && seg != "":
+			// name[]=x appends to a list: it names no child.
 			sh = sh.any
 		case sh.list != nil && isIndex(seg):
 			sh = sh.list

@@ -130,6 +130,7 @@ func TestCheckParams(t *testing.T) {
 		{"POST", "/v1/payment_intents", "amount=5&currency=usd&transfer_data[destination]=acct_1&transfer_data[to]=x", "transfer_data[to]"},
 		{"POST", "/v1/prices", "currency=usd&currency_options[eur][bogus]=5", "currency_options[eur][bogus]"},
 		{"POST", "/v1/customers", "metadata[a][b]=1", "metadata[a][b]"},
+		{"POST", "/v1/customers", "metadata[]=1", "metadata[]"},
 		{"POST", "/v1/payment_intents", "amount=5&currency=usd&payment_method_options[card][request_three_d_secure]=any", ""},
 		{"POST", "/v1/payment_intents", "amount=5&currency=usd&payment_method_options[card][capture_extra]=5", "payment_method_options[card][capture_extra]"},
 		{"POST", "/v1/checkout/sessions", "mode=setup&currency=usd&setup_intent_data[metadata][k]=v&custom_fields[0][dropdown][options][0][label]=l", ""},
