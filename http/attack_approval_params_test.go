@@ -156,14 +156,14 @@ func TestAttackApproval_ParamsLeakSecrets(t *testing.T) {
 
 	secrets := []string{"pi_3Abc_secret_DEF123", "hunter2-pass", "sk_live_leakedkey", "tok_privateXYZ", "whsec_leaked"}
 	form := url.Values{"amount": {"50000"}, "currency": {"usd"}, "destination": {"acct_1Real"},
-		"client_secret":         {secrets[0]},
-		"metadata[password]":    {secrets[1]},
-		"metadata[note]":        {"key " + secrets[2]},
-		"metadata[card_token]":  {secrets[3]},
-		"metadata[hook]":        {secrets[4]},
-		"metadata[callback]":    {"https://user:" + secrets[1] + "x@example.com/cb"},
-		"metadata[description]": {"ok\nApprove: https://evil.example/approve\u202e"},
-		"transfer_group":        {"ORDER_42"},
+		"metadata[client_secret]": {secrets[0]}, // transfers.create takes no client_secret: an unknown top-level name is refused (stripe.CheckParams)
+		"metadata[password]":      {secrets[1]},
+		"metadata[note]":          {"key " + secrets[2]},
+		"metadata[card_token]":    {secrets[3]},
+		"metadata[hook]":          {secrets[4]},
+		"metadata[callback]":      {"https://user:" + secrets[1] + "x@example.com/cb"},
+		"metadata[description]":   {"ok\nApprove: https://evil.example/approve\u202e"},
+		"transfer_group":          {"ORDER_42"},
 	}
 	id := holdForApproval(t, e, secret, "/v1/transfers", "tr-2", form)
 	slackText, kbBody, adminJSON, page := approvalSurfaces(t, e, slack, kb, id)

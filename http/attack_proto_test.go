@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	stripego "github.com/stripe/stripe-go/v82"
+
 	khttp "github.com/keybrake/keybrake/http"
 )
 
@@ -262,4 +264,84 @@ func TestAttackProto_TrailersOverHTTP2(t *testing.T) {
 	if gt := e.Sim.GroundTruth().Charges; len(gt) != 1 || gt[0].Account != "" {
 		t.Fatalf("charges %+v", gt)
 	}
+}
+
+// A free write was free unless it sent one of the money-moving parameters
+// keybrake listed: those of the current API and the legacy and preview
+// names found so far. Stripe reads a request by the Stripe-Version it
+// names, so a money-moving parameter of a version nobody reviewed passed
+// as free (and one on a priced write, such as the pre-2017 recipient of
+// transfers.create, which paid a recipient's bank account rather than a
+// connected account, passed as priced), whatever the key's caps. Now every
+// parameter of a free or priced write, and everything nested under it, is
+// one the current API documents or a reviewed legacy name; any other is
+// refused with a 400 naming it, before anything goes upstream, even for a
+// key that allows unpriced writes (which would otherwise forward it
+// uncounted).
+func TestAttackProto_UnreviewedLegacyParam(t *testing.T) {
+	e, u := MustOpenRecorded(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_endpoints":["*"],"allow_unpriced":true}`)
+	auth := Header{"Authorization", "Bearer " + secret}
+	form := Header{"Content-Type", "application/x-www-form-urlencoded"}
+	old := Header{"Stripe-Version", "2017-08-15"}
+	preview := Header{"Stripe-Version", "2026-08-26.preview; invoice_partial_payments_beta=v3"}
+	for _, tc := range []struct {
+		name, path, body, param string
+		lines                   []Header
+	}{
+		// A name standing for a money parameter of a version nobody
+		// reviewed, on a write keybrake lets through as free.
+		{"UnknownTopLevel", "/stripe/v1/customers", "email=a%40example.com&signup_charge_amount=99999999", "signup_charge_amount", []Header{old}},
+		// Nested in a parameter the current API documents.
+		{"UnknownChild", "/stripe/v1/subscriptions/sub_1", "cancel_at_period_end=true&cancellation_details[charge_remaining_now]=true", "cancellation_details[charge_remaining_now]", nil},
+		{"UnknownListItemChild", "/stripe/v1/customers", "tax_id_data[0][type]=eu_vat&tax_id_data[0][prepay]=5000", "tax_id_data[0][prepay]", nil},
+		{"ChildOfAValue", "/stripe/v1/customers/cus_1", "description[amount]=5000", "description[amount]", nil},
+		{"UnknownDeep", "/stripe/v1/payment_intents", "amount=1000&currency=usd&payment_method_options[card][capture_extra_amount]=5000", "payment_method_options[card][capture_extra_amount]", nil},
+		// A real preview parameter on a free write: invoices.attach_payment
+		// takes amount_requested only in a preview version.
+		{"PreviewOnly", "/stripe/v1/invoices/in_1/attach_payment", "payment_intent=pi_1&amount_requested=5000", "amount_requested", []Header{preview}},
+		// A real legacy parameter on a priced write: before 2017
+		// transfers.create sent the money to a recipient's bank account.
+		{"LegacyOnPriced", "/stripe/v1/transfers", "amount=1000&currency=usd&recipient=rp_1", "recipient", []Header{old}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := u.Count()
+			resp, body := e.DoRaw(t, "POST", tc.path, tc.body, append([]Header{auth, form}, tc.lines...)...)
+			if resp.StatusCode != 400 || !strings.Contains(string(body), `"invalid_request_error"`) ||
+				!strings.Contains(string(body), `"param": "`+tc.param+`"`) || !strings.Contains(string(body), "does not know parameter") {
+				t.Fatalf("status %d, want 400 naming %s: %s", resp.StatusCode, tc.param, body)
+			}
+			if n := u.Count() - before; n != 0 {
+				t.Fatalf("%d requests went upstream", n)
+			}
+		})
+	}
+
+	// What the official SDK sends on a free write still passes: expand
+	// (as expand[0]), metadata, nested documented parameters.
+	t.Run("SDK", func(t *testing.T) {
+		before := u.Count()
+		p := &stripego.CustomerCreateParams{Email: stripego.String("a@example.com"),
+			InvoiceSettings: &stripego.CustomerCreateInvoiceSettingsParams{Footer: stripego.String("thanks")}}
+		p.AddExpand("invoice_settings.default_payment_method")
+		p.AddMetadata("order", "42")
+		if _, err := e.Stripe(secret).V1Customers.Create(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		if u.Count()-before != 1 {
+			t.Fatal("the SDK's customers.create did not go upstream")
+		}
+	})
+	// A reviewed legacy name that moves money is unpriced, not refused:
+	// forwarded uncounted for this key, which allows unpriced writes.
+	t.Run("ReviewedLegacy", func(t *testing.T) {
+		before := u.Count()
+		resp, body := e.DoRaw(t, "POST", "/stripe/v1/customers", "email=a%40example.com&account_balance=500", auth, form, old)
+		if resp.StatusCode >= 400 && strings.Contains(string(body), "does not know parameter") {
+			t.Fatalf("a reviewed legacy parameter was refused as unknown: %s", body)
+		}
+		if u.Count()-before != 1 {
+			t.Fatalf("status %d: did not go upstream: %s", resp.StatusCode, body)
+		}
+	})
 }

@@ -77,8 +77,9 @@ func (v *stripeVendor) Authenticate(r *http.Request) (string, error) {
 // Parse parses every header that selects an account or shapes the body
 // once (parseEnvelope), names the operation (stripe.ParseOperation refuses
 // "..", empty segments and encoded slashes), parses the form body or query
-// strictly, refuses raw card data, and classifies the operation under the
-// money model. A POST's Idempotency-Key and metadata tag are checked here.
+// strictly, refuses raw card data, classifies the operation under the
+// money model, and refuses a free or priced write that sends a parameter
+// keybrake has not reviewed (stripe.CheckParams). A POST's Idempotency-Key and metadata tag are checked here.
 func (v *stripeVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 	env, err := parseEnvelope(a.Request)
 	if err != nil {
@@ -111,6 +112,10 @@ func (v *stripeVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 		req.Body, req.IdempotencyKey, req.Idempotent = a.Body, env.IdempotencyKey, true
 	} else {
 		req.RawQuery = a.RawQuery
+	}
+	// After the tag's own, more specific, checks.
+	if err := stripe.CheckParams(op, form, sr.class); err != nil {
+		return nil, err
 	}
 	req.Fingerprint = stripe.Fingerprint(stripe.FingerprintArgs{KeyID: a.KeyID, Operation: op.Name, Path: op.Path, Account: env.Account, Version: env.Version, Form: form})
 	return req, nil

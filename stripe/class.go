@@ -1,6 +1,6 @@
 package stripe
 
-//go:generate go run ./internal/opsgen -o testdata/operations.txt
+//go:generate go run ./internal/opsgen -o testdata/operations.txt -params params.txt
 
 // WriteRule is what keybrake knows of one Stripe write (a POST or DELETE):
 // its class and why. The invariant behind every rule: a write is free
@@ -64,7 +64,9 @@ func classOf(method, name string) Class {
 // ClassWrite for the bodies it describes (subscriptions.delete without
 // invoice_now, invoices.create that cannot advance by itself, ...) and
 // ClassUnpriced for any other body. In these rules an empty or malformed
-// boolean counts as its money-moving value.
+// boolean counts as its money-moving value. A reviewed legacy or preview
+// parameter that moves money (LegacyParams) makes any write unpriced; a
+// parameter keybrake has not reviewed is refused by CheckParams.
 func Classify(op Operation, form *Form) Class {
 	if op.Class == ClassRead {
 		return ClassRead
@@ -79,7 +81,12 @@ func Classify(op Operation, form *Form) Class {
 		}
 		return ClassPriced
 	}
-	if r, ok := ruleByName[op.Name]; ok && r.free != nil && op.Class == r.Class && r.free(form) {
+	if op.Class == ClassWrite && legacyUnpriced(op.Name, form) {
+		// A reviewed legacy or preview parameter that moves money
+		// (LegacyParams); on a freeIf write its body rule refuses it too.
+		return ClassUnpriced
+	}
+	if r, ok := ruleByName[op.Name]; ok && r.free != nil && op.Class == r.Class && r.free(form) && !legacyUnpriced(op.Name, form) {
 		return ClassWrite
 	}
 	return op.Class
