@@ -35,7 +35,9 @@ const (
 //	search        first attempt ≥ SearchAfter ago   → a charge with metadata[keybrake_key] → charged → ack
 //	charge        with the same key every time      2xx   → charged  → ack
 //	                                                402   → declined → ack
-//	                                                400   → failed   → dead letter
+//	                                                400 idempotency_error → search: found → charged → ack
+//	                                                                        none  → released → retry
+//	                                                other 400 → failed → dead letter
 //	                                                else  → released → retry with backoff
 //
 // If recording the outcome fails after Stripe charged (the store is down),
@@ -251,6 +253,9 @@ func (a *attempt) charge(ctx context.Context, e *keybrake.LedgerEntry) Result {
 	case ClassDeclined:
 		return a.finish(ctx, e, keybrake.EntryDeclined, ce.ChargeID, ce.Error(), OutcomeDeclined, ActionAck)
 	case ClassFailed:
+		if ce.Type == "idempotency_error" {
+			return a.keyUsedBefore(ctx, e, ce)
+		}
 		return a.finish(ctx, e, keybrake.EntryFailed, "", ce.Error(), OutcomeFailed, ActionDeadLetter)
 	case ClassOperator:
 		r := a.release(ctx, e, err.Error())
@@ -264,6 +269,34 @@ func (a *attempt) charge(ctx context.Context, e *keybrake.LedgerEntry) Result {
 		return r
 	}
 	return a.release(ctx, e, err.Error())
+}
+
+// keyUsedBefore handles a 400 idempotency_error: the key was used before,
+// with other parameters or, through keybrake, under another vault key
+// (after an operator replaced a revoked one, keybrake will not hand over the
+// first key's answer). Either way an earlier attempt may have charged the
+// customer, so the answer alone never makes the event failed: the charge is
+// looked up by metadata. Found with this event's amount, it is the outcome;
+// found with another amount, the event is failed naming it; not found (the
+// search lags writes, or the key's use charged nothing), the entry stays
+// pending and the event is retried, and after the transport's last attempt
+// it is dead-lettered with the entry pending for reconciliation.
+func (a *attempt) keyUsedBefore(ctx context.Context, e *keybrake.LedgerEntry, ce *ChargeError) Result {
+	found, err := a.p.Charger.FindByMetadata(ctx, a.key)
+	if err != nil {
+		return a.release(ctx, e, fmt.Sprintf("%s; search by metadata: %v", ce.Error(), err))
+	}
+	c, ok := pick(found)
+	switch {
+	case !ok:
+		return a.release(ctx, e, fmt.Sprintf("%s; no charge with metadata[%s] found (yet)", ce.Error(), MetadataKey))
+	case c.Amount != a.ev.Amount || c.Currency != a.ev.Currency:
+		return a.finish(ctx, e, keybrake.EntryFailed, "", fmt.Sprintf("%s; the key's charge %s is %d %s, not this event's %d %s",
+			ce.Error(), c.ChargeID, c.Amount, c.Currency, a.ev.Amount, a.ev.Currency), OutcomeFailed, ActionDeadLetter)
+	case c.Status != "succeeded":
+		return a.finish(ctx, e, keybrake.EntryDeclined, c.ChargeID, "found a "+c.Status+" charge", OutcomeDeclined, ActionAck)
+	}
+	return a.finish(ctx, e, keybrake.EntryCharged, c.ChargeID, "", OutcomeCharged, ActionAck)
 }
 
 // callStripe looks the charge up by metadata when Stripe may have forgotten
