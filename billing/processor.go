@@ -242,9 +242,12 @@ func (a *attempt) charge(ctx context.Context, e *keybrake.LedgerEntry) Result {
 	res, err := a.callStripe(ctx, e)
 	stop()
 	if err == nil {
-		if res.Status != "" && res.Status != "succeeded" {
-			return a.finish(ctx, e, keybrake.EntryDeclined, res.ChargeID, "found a "+res.Status+" charge", OutcomeDeclined, ActionAck)
+		if res.Status == "failed" {
+			return a.finish(ctx, e, keybrake.EntryDeclined, res.ChargeID, "found a failed charge", OutcomeDeclined, ActionAck)
 		}
+		// succeeded, or pending: a bank debit Stripe accepted, which the
+		// bank settles days later. Money is on its way; read as a decline,
+		// the ledger would invite a second charge.
 		return a.finish(ctx, e, keybrake.EntryCharged, res.ChargeID, "", OutcomeCharged, ActionAck)
 	}
 	var ce *ChargeError
@@ -293,7 +296,7 @@ func (a *attempt) keyUsedBefore(ctx context.Context, e *keybrake.LedgerEntry, ce
 	case c.Amount != a.ev.Amount || c.Currency != a.ev.Currency:
 		return a.finish(ctx, e, keybrake.EntryFailed, "", fmt.Sprintf("%s; the key's charge %s is %d %s, not this event's %d %s",
 			ce.Error(), c.ChargeID, c.Amount, c.Currency, a.ev.Amount, a.ev.Currency), OutcomeFailed, ActionDeadLetter)
-	case c.Status != "succeeded":
+	case c.Status == "failed":
 		return a.finish(ctx, e, keybrake.EntryDeclined, c.ChargeID, "found a "+c.Status+" charge", OutcomeDeclined, ActionAck)
 	}
 	return a.finish(ctx, e, keybrake.EntryCharged, c.ChargeID, "", OutcomeCharged, ActionAck)
@@ -317,13 +320,17 @@ func (a *attempt) callStripe(ctx context.Context, e *keybrake.LedgerEntry) (Char
 		Description: ev.Description, Metadata: ev.Metadata})
 }
 
-// pick returns the succeeded charge among found, else a declined one (a
-// decline whose answer was lost: no money moved, and charging the card
-// again a day later would be a new attempt the event did not ask for).
+// pick returns the succeeded charge among found, else a pending one (a
+// bank debit on its way: creating another would charge twice), else a
+// declined one (a decline whose answer was lost: no money moved, and
+// charging the card again a day later would be a new attempt the event did
+// not ask for).
 func pick(found []ChargeResult) (ChargeResult, bool) {
-	for _, c := range found {
-		if c.Status == "succeeded" {
-			return c, true
+	for _, status := range []string{"succeeded", "pending"} {
+		for _, c := range found {
+			if c.Status == status {
+				return c, true
+			}
 		}
 	}
 	for _, c := range found {
