@@ -60,7 +60,9 @@ const (
 	// it and acknowledge; retrying would only decline again.
 	ClassDeclined
 	// ClassFailed: the request can never succeed as sent (400
-	// idempotency_error, other 400s). Final: record it and dead-letter.
+	// idempotency_error, other 400s). Final: record it and dead-letter;
+	// except that after an idempotency_error the Processor first looks for
+	// the charge the key's earlier use may have made.
 	ClassFailed
 	// ClassOperator: the credentials or the policy refused the request (401
 	// revoked or expired vault key, 403 forbidden by the key's policy).
@@ -147,10 +149,13 @@ func classify(status int, typ, code string) Class {
 	switch {
 	case status == 402 || typ == "card_error":
 		return ClassDeclined
+	case status == 409, status == 429, status >= 500, status == 0:
+		// Before the type: keybrake answers a key whose first request is
+		// still upstream 409 with type idempotency_error, and that first
+		// request may well charge.
+		return ClassTransient
 	case typ == "idempotency_error":
 		return ClassFailed
-	case status == 409, status == 429, status >= 500, status == 0:
-		return ClassTransient
 	case status == 401, status == 403:
 		return ClassOperator
 	case status >= 400:

@@ -35,7 +35,9 @@ const (
 //	search        first attempt ≥ SearchAfter ago   → a charge with metadata[keybrake_key] → charged → ack
 //	charge        with the same key every time      2xx   → charged  → ack
 //	                                                402   → declined → ack
-//	                                                400   → failed   → dead letter
+//	                                                400 idempotency_error → search: found → charged → ack
+//	                                                                        none  → released → retry
+//	                                                other 400 → failed → dead letter
 //	                                                else  → released → retry with backoff
 //
 // If recording the outcome fails after Stripe charged (the store is down),
@@ -240,9 +242,12 @@ func (a *attempt) charge(ctx context.Context, e *keybrake.LedgerEntry) Result {
 	res, err := a.callStripe(ctx, e)
 	stop()
 	if err == nil {
-		if res.Status != "" && res.Status != "succeeded" {
-			return a.finish(ctx, e, keybrake.EntryDeclined, res.ChargeID, "found a "+res.Status+" charge", OutcomeDeclined, ActionAck)
+		if res.Status == "failed" {
+			return a.finish(ctx, e, keybrake.EntryDeclined, res.ChargeID, "found a failed charge", OutcomeDeclined, ActionAck)
 		}
+		// succeeded, or pending: a bank debit Stripe accepted, which the
+		// bank settles days later. Money is on its way; read as a decline,
+		// the ledger would invite a second charge.
 		return a.finish(ctx, e, keybrake.EntryCharged, res.ChargeID, "", OutcomeCharged, ActionAck)
 	}
 	var ce *ChargeError
@@ -251,6 +256,9 @@ func (a *attempt) charge(ctx context.Context, e *keybrake.LedgerEntry) Result {
 	case ClassDeclined:
 		return a.finish(ctx, e, keybrake.EntryDeclined, ce.ChargeID, ce.Error(), OutcomeDeclined, ActionAck)
 	case ClassFailed:
+		if ce.Type == "idempotency_error" {
+			return a.keyUsedBefore(ctx, e, ce)
+		}
 		return a.finish(ctx, e, keybrake.EntryFailed, "", ce.Error(), OutcomeFailed, ActionDeadLetter)
 	case ClassOperator:
 		r := a.release(ctx, e, err.Error())
@@ -264,6 +272,34 @@ func (a *attempt) charge(ctx context.Context, e *keybrake.LedgerEntry) Result {
 		return r
 	}
 	return a.release(ctx, e, err.Error())
+}
+
+// keyUsedBefore handles a 400 idempotency_error: the key was used before,
+// with other parameters or, through keybrake, under another vault key
+// (after an operator replaced a revoked one, keybrake will not hand over the
+// first key's answer). Either way an earlier attempt may have charged the
+// customer, so the answer alone never makes the event failed: the charge is
+// looked up by metadata. Found with this event's amount, it is the outcome;
+// found with another amount, the event is failed naming it; not found (the
+// search lags writes, or the key's use charged nothing), the entry stays
+// pending and the event is retried, and after the transport's last attempt
+// it is dead-lettered with the entry pending for reconciliation.
+func (a *attempt) keyUsedBefore(ctx context.Context, e *keybrake.LedgerEntry, ce *ChargeError) Result {
+	found, err := a.p.Charger.FindByMetadata(ctx, a.key)
+	if err != nil {
+		return a.release(ctx, e, fmt.Sprintf("%s; search by metadata: %v", ce.Error(), err))
+	}
+	c, ok := pick(found)
+	switch {
+	case !ok:
+		return a.release(ctx, e, fmt.Sprintf("%s; no charge with metadata[%s] found (yet)", ce.Error(), MetadataKey))
+	case c.Amount != a.ev.Amount || c.Currency != a.ev.Currency:
+		return a.finish(ctx, e, keybrake.EntryFailed, "", fmt.Sprintf("%s; the key's charge %s is %d %s, not this event's %d %s",
+			ce.Error(), c.ChargeID, c.Amount, c.Currency, a.ev.Amount, a.ev.Currency), OutcomeFailed, ActionDeadLetter)
+	case c.Status == "failed":
+		return a.finish(ctx, e, keybrake.EntryDeclined, c.ChargeID, "found a "+c.Status+" charge", OutcomeDeclined, ActionAck)
+	}
+	return a.finish(ctx, e, keybrake.EntryCharged, c.ChargeID, "", OutcomeCharged, ActionAck)
 }
 
 // callStripe looks the charge up by metadata when Stripe may have forgotten
@@ -284,13 +320,17 @@ func (a *attempt) callStripe(ctx context.Context, e *keybrake.LedgerEntry) (Char
 		Description: ev.Description, Metadata: ev.Metadata})
 }
 
-// pick returns the succeeded charge among found, else a declined one (a
-// decline whose answer was lost: no money moved, and charging the card
-// again a day later would be a new attempt the event did not ask for).
+// pick returns the succeeded charge among found, else a pending one (a
+// bank debit on its way: creating another would charge twice), else a
+// declined one (a decline whose answer was lost: no money moved, and
+// charging the card again a day later would be a new attempt the event did
+// not ask for).
 func pick(found []ChargeResult) (ChargeResult, bool) {
-	for _, c := range found {
-		if c.Status == "succeeded" {
-			return c, true
+	for _, status := range []string{"succeeded", "pending"} {
+		for _, c := range found {
+			if c.Status == status {
+				return c, true
+			}
 		}
 	}
 	for _, c := range found {

@@ -184,7 +184,8 @@ func TestProcess_Mismatch(t *testing.T) {
 	})
 	t.Run("StripeIdempotencyError", func(t *testing.T) {
 		// A key Stripe saw with other parameters (another namespace's
-		// worker, a bug): 400 idempotency_error is failed, dead-lettered.
+		// worker, a bug): 400 idempotency_error, and the key's charge is
+		// of another amount: failed, dead-lettered, naming that charge.
 		e := MustEnv(t)
 		body := EventJSON("acct_1", "2026-11", 4200)
 		ev, _ := billing.DecodeEvent([]byte(body))
@@ -193,10 +194,11 @@ func TestProcess_Mismatch(t *testing.T) {
 		}
 		res := e.Processor("w1").Process(ctx, []byte(body))
 		MustResult(t, res, billing.OutcomeFailed, billing.ActionDeadLetter)
-		if entry := e.MustEntry(t, body); entry.State != keybrake.EntryFailed || !strings.Contains(entry.Reason, "idempotency_error") {
+		cs := e.MustCharges(t, 1)
+		if entry := e.MustEntry(t, body); entry.State != keybrake.EntryFailed || !strings.Contains(entry.Reason, "idempotency_error") ||
+			!strings.Contains(entry.Reason, cs[0].ID) {
 			t.Fatalf("entry = %+v", entry)
 		}
-		e.MustCharges(t, 1)
 	})
 }
 

@@ -2,7 +2,9 @@ package jetstream
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -35,22 +37,42 @@ type DeadLetter struct {
 	// BodyBase64 holds it, base64-encoded (standard encoding).
 	Body       string `json:"body,omitempty"`
 	BodyBase64 string `json:"body_base64,omitempty"`
+	// BodyTruncated says Body or BodyBase64 holds only the first
+	// billing.MaxEventBytes of a body too big to be an event: the whole of
+	// one near the server's max_payload, JSON-escaped, would not fit in the
+	// dead letter, which the server would refuse, and the message would
+	// never leave the stream. BodyBytes and BodySHA256 identify the
+	// original.
+	BodyTruncated bool   `json:"body_truncated,omitempty"`
+	BodyBytes     int    `json:"body_bytes"`
+	BodySHA256    string `json:"body_sha256"`
 }
 
-// OriginalBody returns the body of the message that was dead-lettered.
+// OriginalBody returns the body of the message that was dead-lettered. For
+// a truncated body it returns what the dead letter holds and an error
+// saying so.
 func (d DeadLetter) OriginalBody() ([]byte, error) {
+	b := []byte(d.Body)
 	if d.BodyBase64 != "" {
-		b, err := base64.StdEncoding.DecodeString(d.BodyBase64)
-		if err != nil {
+		var err error
+		if b, err = base64.StdEncoding.DecodeString(d.BodyBase64); err != nil {
 			return nil, fmt.Errorf("dead letter body_base64: %w", err)
 		}
-		return b, nil
 	}
-	return []byte(d.Body), nil
+	if d.BodyTruncated {
+		return b, fmt.Errorf("dead letter holds the first %d of the body's %d bytes (sha256 %s)", len(b), d.BodyBytes, d.BodySHA256)
+	}
+	return b, nil
 }
 
-// setBody stores body in Body or BodyBase64.
+// setBody stores body in Body or BodyBase64, its first
+// billing.MaxEventBytes if it is longer, with its size and SHA-256.
 func (d *DeadLetter) setBody(body []byte) {
+	sum := sha256.Sum256(body)
+	d.BodyBytes, d.BodySHA256 = len(body), hex.EncodeToString(sum[:])
+	if len(body) > billing.MaxEventBytes {
+		body, d.BodyTruncated = body[:billing.MaxEventBytes], true
+	}
 	if utf8.Valid(body) {
 		d.Body = string(body)
 	} else {

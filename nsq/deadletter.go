@@ -1,6 +1,7 @@
 package nsq
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -27,18 +28,31 @@ type DeadLetter struct {
 	// BodyBase64 holds it, base64-encoded (standard encoding).
 	Body       string `json:"body,omitempty"`
 	BodyBase64 string `json:"body_base64,omitempty"`
+	// BodyTruncated says Body or BodyBase64 holds only the first
+	// billing.MaxEventBytes of a body too big to be an event: the whole of
+	// one near nsqd's --max-msg-size, JSON-escaped, would not fit in the
+	// dead letter, which nsqd would refuse, and the message would be
+	// requeued forever. BodyBytes and BodySHA256 identify the original.
+	BodyTruncated bool   `json:"body_truncated,omitempty"`
+	BodyBytes     int    `json:"body_bytes"`
+	BodySHA256    string `json:"body_sha256"`
 }
 
-// OriginalBody returns the body of the message that was dead-lettered.
+// OriginalBody returns the body of the message that was dead-lettered. For
+// a truncated body it returns what the dead letter holds and an error
+// saying so.
 func (d DeadLetter) OriginalBody() ([]byte, error) {
+	b := []byte(d.Body)
 	if d.BodyBase64 != "" {
-		b, err := base64.StdEncoding.DecodeString(d.BodyBase64)
-		if err != nil {
+		var err error
+		if b, err = base64.StdEncoding.DecodeString(d.BodyBase64); err != nil {
 			return nil, fmt.Errorf("dead letter body_base64: %w", err)
 		}
-		return b, nil
 	}
-	return []byte(d.Body), nil
+	if d.BodyTruncated {
+		return b, fmt.Errorf("dead letter holds the first %d of the body's %d bytes (sha256 %s)", len(b), d.BodyBytes, d.BodySHA256)
+	}
+	return b, nil
 }
 
 // newDeadLetter describes m for the dead-letter topic.
@@ -47,10 +61,16 @@ func (w *Worker) newDeadLetter(m *gonsq.Message, res billing.Result, reason stri
 		Reason: reason, Outcome: res.Outcome, Key: res.Key, Attempts: m.Attempts,
 		Topic: w.Topic, Channel: w.Channel, MessageID: hex.EncodeToString(m.ID[:]), NSQD: m.NSQDAddress,
 	}
-	if utf8.Valid(m.Body) {
-		d.Body = string(m.Body)
+	sum := sha256.Sum256(m.Body)
+	body := m.Body
+	d.BodyBytes, d.BodySHA256 = len(body), hex.EncodeToString(sum[:])
+	if len(body) > billing.MaxEventBytes {
+		body, d.BodyTruncated = body[:billing.MaxEventBytes], true
+	}
+	if utf8.Valid(body) {
+		d.Body = string(body)
 	} else {
-		d.BodyBase64 = base64.StdEncoding.EncodeToString(m.Body)
+		d.BodyBase64 = base64.StdEncoding.EncodeToString(body)
 	}
 	return d
 }

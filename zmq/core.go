@@ -77,6 +77,20 @@ func trimNewline(p []byte) []byte {
 	return p
 }
 
+// attachWorker binds or connects a worker's socket to endpoint, a tcp
+// endpoint through the guard (guard.go): the socket's context must come
+// from guardContext.
+func attachWorker(s zmq4.Socket, endpoint string, connect bool) error {
+	guarded, err := guardEndpoint(endpoint)
+	if err != nil {
+		return err
+	}
+	if err := attach(s, guarded, connect); err != nil {
+		return fmt.Errorf("%s: %w", endpoint, err)
+	}
+	return nil
+}
+
 // attach binds or connects s to endpoint.
 func attach(s zmq4.Socket, endpoint string, connect bool) error {
 	if connect {

@@ -33,8 +33,9 @@ type PullWorker struct {
 
 	// Concurrency is how many envelopes are processed at once. 0 means 1.
 	Concurrency int
-	// SendTimeout bounds queueing an ack (while the producer is away). 0
-	// means DefaultSendTimeout.
+	// SendTimeout bounds queueing an ack (while the producer is away), a
+	// peer's ZMTP handshake, and a write to a peer that does not read (see
+	// docs/zmq.md, "Hostile peers"). 0 means DefaultSendTimeout.
 	SendTimeout time.Duration
 	// Logger receives the worker's logs. nil discards them.
 	Logger *slog.Logger
@@ -56,11 +57,11 @@ func (w *PullWorker) Open() error {
 		return errors.New("zmq: the pull worker needs an ack endpoint")
 	}
 	w.Logger = loggerOr(w.Logger)
-	ctx, cancel := context.WithCancel(context.Background())
 	send := cmpOr(w.SendTimeout, DefaultSendTimeout)
+	ctx, cancel := context.WithCancel(guardContext(context.Background(), send, w.Logger))
 	w.pull = zmq4.NewPull(ctx, socketOptions(w.Logger, send,
 		zmq4.WithAutomaticReconnect(w.Connect), zmq4.WithDialerMaxRetries(-1))...)
-	if err := attach(w.pull, w.Endpoint, w.Connect); err != nil {
+	if err := attachWorker(w.pull, w.Endpoint, w.Connect); err != nil {
 		cancel()
 		w.pull.Close()
 		return err
@@ -129,7 +130,7 @@ func (w *PullWorker) ackSocket() zmq4.Socket {
 		s := zmq4.NewPush(w.ctx, socketOptions(w.Logger, cmpOr(w.SendTimeout, DefaultSendTimeout),
 			zmq4.WithDialerMaxRetries(-1))...)
 		go func() {
-			if err := s.Dial(w.AckEndpoint); err != nil && w.ctx.Err() == nil {
+			if err := attachWorker(s, w.AckEndpoint, true); err != nil && w.ctx.Err() == nil {
 				w.Logger.Debug("zmq: ack connect", "endpoint", w.AckEndpoint, "err", err)
 			}
 		}()

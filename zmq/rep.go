@@ -24,7 +24,9 @@ type RepWorker struct {
 	Handler   Handler // required; billing.Processor in production
 	Namespace string  // required: the billing namespace of the Processor, for the key check
 
-	// SendTimeout bounds queueing a reply. 0 means DefaultSendTimeout.
+	// SendTimeout bounds queueing a reply, a peer's ZMTP handshake, and a
+	// write to a peer that does not read (whose connection is then closed:
+	// see docs/zmq.md, "Hostile peers"). 0 means DefaultSendTimeout.
 	SendTimeout time.Duration
 	// Logger receives the worker's logs. nil discards them.
 	Logger *slog.Logger
@@ -40,9 +42,10 @@ func (w *RepWorker) Open() error {
 		return err
 	}
 	w.Logger = loggerOr(w.Logger)
-	ctx, cancel := context.WithCancel(context.Background())
-	w.sock = zmq4.NewRep(ctx, socketOptions(w.Logger, cmpOr(w.SendTimeout, DefaultSendTimeout))...)
-	if err := attach(w.sock, w.Endpoint, w.Connect); err != nil {
+	send := cmpOr(w.SendTimeout, DefaultSendTimeout)
+	ctx, cancel := context.WithCancel(guardContext(context.Background(), send, w.Logger))
+	w.sock = zmq4.NewRep(ctx, socketOptions(w.Logger, send)...)
+	if err := attachWorker(w.sock, w.Endpoint, w.Connect); err != nil {
 		cancel()
 		w.sock.Close()
 		return err

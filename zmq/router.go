@@ -32,7 +32,9 @@ type RouterWorker struct {
 
 	// Concurrency is how many envelopes are processed at once. 0 means 1.
 	Concurrency int
-	// SendTimeout bounds queueing a reply. 0 means DefaultSendTimeout.
+	// SendTimeout bounds queueing a reply, a peer's ZMTP handshake, and a
+	// write to a peer that does not read (whose connection is then closed:
+	// see docs/zmq.md, "Hostile peers"). 0 means DefaultSendTimeout.
 	SendTimeout time.Duration
 	// Logger receives the worker's logs. nil discards them.
 	Logger *slog.Logger
@@ -49,9 +51,10 @@ func (w *RouterWorker) Open() error {
 		return err
 	}
 	w.Logger = loggerOr(w.Logger)
-	ctx, cancel := context.WithCancel(context.Background())
-	w.sock = zmq4.NewRouter(ctx, socketOptions(w.Logger, cmpOr(w.SendTimeout, DefaultSendTimeout))...)
-	if err := attach(w.sock, w.Endpoint, w.Connect); err != nil {
+	send := cmpOr(w.SendTimeout, DefaultSendTimeout)
+	ctx, cancel := context.WithCancel(guardContext(context.Background(), send, w.Logger))
+	w.sock = zmq4.NewRouter(ctx, socketOptions(w.Logger, send)...)
+	if err := attachWorker(w.sock, w.Endpoint, w.Connect); err != nil {
 		cancel()
 		w.sock.Close()
 		return err
