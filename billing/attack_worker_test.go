@@ -79,8 +79,8 @@ func TestAttackWorker_KeyInUseRecordedFailed(t *testing.T) {
 // revoked, or its cap was spent: the 401 and 429 the docs tell an operator
 // to fix). keybrake sees the same Idempotency-Key from another vault key,
 // which Stripe answers with the first charge, and refuses to hand it over:
-// 400 idempotency_error, "Nothing was charged. Retry with a new
-// Idempotency-Key." The processor recorded the event failed and
+// 400 idempotency_error (whose message said, until 2026-12-01, "Nothing
+// was charged. Retry with a new Idempotency-Key."). The processor recorded the event failed and
 // dead-lettered it: a $42 charge the ledger says never happened, with a
 // reason inviting a second one.
 func TestAttackWorker_IdempotencyErrorAfterKeyRotationRecordedFailed(t *testing.T) {

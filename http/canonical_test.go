@@ -651,3 +651,39 @@ func TestProxy_StripeContextDownstream(t *testing.T) {
 		}
 	})
 }
+
+// A request whose Idempotency-Key another vault key already used is
+// answered by Stripe with that request's saved answer; keybrake does not
+// hand it over, releases this request's reservation, and says the earlier
+// request may have moved money: "nothing was charged, retry with a new
+// key" (as it said) made a billing worker given a new vault key after a
+// lost answer charge its customer twice.
+func TestProxy_ForeignReplayMayHaveCharged(t *testing.T) {
+	e, _ := MustOpenRecorded(t)
+	_, first := e.CreateKey(t, `{"daily_usd_cap":100}`)
+	second, secret := e.CreateKey(t, `{"daily_usd_cap":100}`)
+	body := "amount=4200&currency=usd&source=tok_visa"
+	post := func(secret string) (*http.Response, []byte) {
+		return e.DoRaw(t, "POST", "/stripe/v1/charges", body, Header{"Authorization", "Bearer " + secret},
+			Header{"Content-Type", "application/x-www-form-urlencoded"}, Header{"Idempotency-Key", "evt-42"})
+	}
+	if resp, out := post(first); resp.StatusCode != 200 {
+		t.Fatalf("first key: %d %s", resp.StatusCode, out)
+	}
+	resp, out := post(secret)
+	var got struct {
+		Error struct{ Type, Code, Param, Message string }
+	}
+	if err := json.Unmarshal(out, &got); err != nil || resp.StatusCode != 400 || got.Error.Type != "idempotency_error" || got.Error.Param != "Idempotency-Key" {
+		t.Fatalf("second key: %d %s", resp.StatusCode, out)
+	}
+	if strings.Contains(got.Error.Message, "Nothing was charged") || !strings.Contains(got.Error.Message, "may have moved money") {
+		t.Fatalf("message: %s", got.Error.Message)
+	}
+	if n := len(e.Sim.GroundTruth().Charges); n != 1 {
+		t.Fatalf("%d charges, want the first key's alone", n)
+	}
+	if s := e.Spend(t, second).Day; s != 0 {
+		t.Fatalf("second key spent %s, want its reservation released", s)
+	}
+}

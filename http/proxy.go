@@ -615,9 +615,15 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 // (or outside keybrake) — this key's own retries find their reservation
 // and are replays. Nothing moved for this request: its reservation is
 // released, and the other client's object is not handed over; the client
-// gets the vendor's own idempotency error and should use a new key.
+// gets the vendor's own idempotency error. The earlier request may have
+// moved money, and may have been this client's own under a vault key since
+// replaced (a billing worker given a new key after a lost answer): the
+// message says so rather than "nothing was charged", which invited a
+// second charge under a new key.
 func (p *proxy) foreignReplay(resp *http.Response, c *call) error {
-	msg := "This Idempotency-Key was already used by another client of this " + c.vendorTitle() + " account; keybrake does not return another client's answer. Nothing was charged. Retry with a new Idempotency-Key."
+	msg := "This Idempotency-Key was already used on this " + c.vendorTitle() + " account by another vault key (or outside keybrake), and " + c.vendorTitle() +
+		" answered this request with that earlier request's saved answer, which keybrake does not hand to another key: this request did nothing. " +
+		"The earlier request may have moved money: if it was yours (under a vault key since rotated or replaced), look its outcome up before sending this again under a new Idempotency-Key."
 	ctx := context.WithoutCancel(resp.Request.Context())
 	if _, err := p.s.Store.Settle(ctx, keybrake.SettleArgs{ID: c.rsv.ID, State: keybrake.StateReleased, UpstreamStatus: resp.StatusCode, Now: p.s.Now()}); err != nil {
 		p.s.logger().Error("release after a foreign replay failed; the resolver settles it", "reservation", c.rsv.ID, "err", err)
