@@ -345,3 +345,42 @@ func TestAttackProto_UnreviewedLegacyParam(t *testing.T) {
 		}
 	})
 }
+
+// TestAttackSelf_DeepDocumentedParam: parameters API 2026-08-26 documents
+// seven and eight levels deep, on writes keybrake lets through as free,
+// reach Stripe: Visa Compelling Evidence 3.0's prior transactions'
+// shipping addresses on disputes.update, and a previewed schedule phase's
+// price_data on invoices.create_preview. The form parser refused every
+// name deeper than six levels, so an honest client could not send them.
+func TestAttackSelf_DeepDocumentedParam(t *testing.T) {
+	e, u := MustOpenRecorded(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_endpoints":["*"]}`)
+	auth := Header{"Authorization", "Bearer " + secret}
+	form := Header{"Content-Type", "application/x-www-form-urlencoded"}
+	for _, tc := range []struct{ name, path, body string }{
+		{"DisputeEvidence", "/stripe/v1/disputes/dp_1",
+			"evidence[enhanced_evidence][visa_compelling_evidence_3][prior_undisputed_transactions][0][charge]=ch_1" +
+				"&evidence[enhanced_evidence][visa_compelling_evidence_3][prior_undisputed_transactions][0][shipping_address][city]=Paris"},
+		{"PreviewPhase", "/stripe/v1/invoices/create_preview",
+			"customer=cus_1&schedule_details[phases][0][items][0][price_data][currency]=usd" +
+				"&schedule_details[phases][0][items][0][price_data][product]=prod_1" +
+				"&schedule_details[phases][0][items][0][price_data][unit_amount]=500" +
+				"&schedule_details[phases][0][items][0][price_data][recurring][interval]=month"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := u.Count()
+			resp, body := e.DoRaw(t, "POST", tc.path, tc.body, auth, form)
+			if resp.StatusCode == 400 && strings.Contains(string(body), "keybrake") {
+				t.Fatalf("refused by keybrake: %s", body)
+			}
+			if u.Count()-before != 1 {
+				t.Fatalf("status %d: did not go upstream: %s", resp.StatusCode, body)
+			}
+		})
+	}
+	// Deeper than any documented parameter is still refused.
+	resp, body := e.DoRaw(t, "POST", "/stripe/v1/customers", "metadata[a][b][c][d][e][f][g][h]=1", auth, form)
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "nested too deeply") {
+		t.Fatalf("status %d, want 400 nested too deeply: %s", resp.StatusCode, body)
+	}
+}
