@@ -384,3 +384,39 @@ func TestAttackSelf_DeepDocumentedParam(t *testing.T) {
 		t.Fatalf("status %d, want 400 nested too deeply: %s", resp.StatusCode, body)
 	}
 }
+
+// TestAttackSelf_MetadataKeyWithSpace: Stripe takes metadata keys with
+// spaces ("Order ID"), and the SDKs send them as metadata[Order+ID]; the
+// canonical parse refused every parameter name with a space, so an honest
+// client's create failed. A space inside a nested name is taken; one at
+// either end of it, where a parser that trims would read another name
+// (metadata[keybrake_idempotency_key ]), and every other space or
+// control character stay refused.
+func TestAttackSelf_MetadataKeyWithSpace(t *testing.T) {
+	e, u := MustOpenRecorded(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_endpoints":["*"]}`)
+	before := u.Count()
+	p := &stripego.CustomerCreateParams{Email: stripego.String("a@example.com")}
+	p.AddMetadata("Order ID", "42")
+	if _, err := e.Stripe(secret).V1Customers.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	if u.Count()-before != 1 {
+		t.Fatal("customers.create with metadata[Order ID] did not go upstream")
+	}
+	auth := Header{"Authorization", "Bearer " + secret}
+	form := Header{"Content-Type", "application/x-www-form-urlencoded"}
+	for _, body := range []string{
+		"amount=100&currency=usd&customer=cus_1&metadata[keybrake_idempotency_key+]=x",
+		"amount=100&currency=usd&customer=cus_1&metadata[+order]=x",
+		"amount=100&currency=usd&customer=cus_1&metadata[a%09b]=x",
+		"amount=100&currency=usd&customer=cus_1&metadata[a%C2%A0b]=x",
+		"amount=100&currency=usd&customer=cus_1&transfer_data[+destination]=acct_1",
+	} {
+		before := u.Count()
+		resp, out := e.DoRaw(t, "POST", "/stripe/v1/payment_intents", body, auth, form)
+		if resp.StatusCode != 400 || u.Count() != before {
+			t.Fatalf("%s: status %d, %d upstream: %s", body, resp.StatusCode, u.Count()-before, out)
+		}
+	}
+}
