@@ -76,24 +76,20 @@ func (o *twilioOwnNumbers) has(ctx context.Context, v *twilioVendor, number stri
 // national trunk prefix after its country code: +44 0 7700 900123 is
 // +44 7700 900123 to a parser that strips the prefix, as libphonenumber
 // does ("1" in the +1 plan, "0" in most others), and keybrake cannot show
-// Twilio's does not. set holds E.164 numbers as Twilio lists them; a
-// country code is 1 to 3 digits.
+// Twilio's does not. set holds E.164 numbers as Twilio lists them.
 func ownNumber(set map[string]bool, number string) bool {
 	if set[number] {
 		return true
 	}
-	digits, ok := strings.CutPrefix(number, "+")
+	cc, ok := twilio.CallingCode(number)
 	if !ok {
 		return false
 	}
-	for k := 1; k <= 3 && k < len(digits); k++ {
-		if t := digits[k]; t == '0' || k == 1 && digits[0] == '1' && t == '1' {
-			if set["+"+digits[:k]+digits[k+1:]] {
-				return true
-			}
-		}
+	rest := number[1+len(cc):]
+	if rest == "" || rest[0] != '0' && (cc != "1" || rest[0] != '1') {
+		return false
 	}
-	return false
+	return set["+"+cc+rest[1:]]
 }
 
 // startRead starts reading the numbers unless a read is in flight, and
