@@ -345,3 +345,78 @@ func TestAttackProto_UnreviewedLegacyParam(t *testing.T) {
 		}
 	})
 }
+
+// TestAttackSelf_DeepDocumentedParam: parameters API 2026-08-26 documents
+// seven and eight levels deep, on writes keybrake lets through as free,
+// reach Stripe: Visa Compelling Evidence 3.0's prior transactions'
+// shipping addresses on disputes.update, and a previewed schedule phase's
+// price_data on invoices.create_preview. The form parser refused every
+// name deeper than six levels, so an honest client could not send them.
+func TestAttackSelf_DeepDocumentedParam(t *testing.T) {
+	e, u := MustOpenRecorded(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_endpoints":["*"]}`)
+	auth := Header{"Authorization", "Bearer " + secret}
+	form := Header{"Content-Type", "application/x-www-form-urlencoded"}
+	for _, tc := range []struct{ name, path, body string }{
+		{"DisputeEvidence", "/stripe/v1/disputes/dp_1",
+			"evidence[enhanced_evidence][visa_compelling_evidence_3][prior_undisputed_transactions][0][charge]=ch_1" +
+				"&evidence[enhanced_evidence][visa_compelling_evidence_3][prior_undisputed_transactions][0][shipping_address][city]=Paris"},
+		{"PreviewPhase", "/stripe/v1/invoices/create_preview",
+			"customer=cus_1&schedule_details[phases][0][items][0][price_data][currency]=usd" +
+				"&schedule_details[phases][0][items][0][price_data][product]=prod_1" +
+				"&schedule_details[phases][0][items][0][price_data][unit_amount]=500" +
+				"&schedule_details[phases][0][items][0][price_data][recurring][interval]=month"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := u.Count()
+			resp, body := e.DoRaw(t, "POST", tc.path, tc.body, auth, form)
+			if resp.StatusCode == 400 && strings.Contains(string(body), "keybrake") {
+				t.Fatalf("refused by keybrake: %s", body)
+			}
+			if u.Count()-before != 1 {
+				t.Fatalf("status %d: did not go upstream: %s", resp.StatusCode, body)
+			}
+		})
+	}
+	// Deeper than any documented parameter is still refused.
+	resp, body := e.DoRaw(t, "POST", "/stripe/v1/customers", "metadata[a][b][c][d][e][f][g][h]=1", auth, form)
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "nested too deeply") {
+		t.Fatalf("status %d, want 400 nested too deeply: %s", resp.StatusCode, body)
+	}
+}
+
+// TestAttackSelf_MetadataKeyWithSpace: Stripe takes metadata keys with
+// spaces ("Order ID"), and the SDKs send them as metadata[Order+ID]; the
+// canonical parse refused every parameter name with a space, so an honest
+// client's create failed. A space inside a nested name is taken; one at
+// either end of it, where a parser that trims would read another name
+// (metadata[keybrake_idempotency_key ]), and every other space or
+// control character stay refused.
+func TestAttackSelf_MetadataKeyWithSpace(t *testing.T) {
+	e, u := MustOpenRecorded(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100,"allowed_endpoints":["*"]}`)
+	before := u.Count()
+	p := &stripego.CustomerCreateParams{Email: stripego.String("a@example.com")}
+	p.AddMetadata("Order ID", "42")
+	if _, err := e.Stripe(secret).V1Customers.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	if u.Count()-before != 1 {
+		t.Fatal("customers.create with metadata[Order ID] did not go upstream")
+	}
+	auth := Header{"Authorization", "Bearer " + secret}
+	form := Header{"Content-Type", "application/x-www-form-urlencoded"}
+	for _, body := range []string{
+		"amount=100&currency=usd&customer=cus_1&metadata[keybrake_idempotency_key+]=x",
+		"amount=100&currency=usd&customer=cus_1&metadata[+order]=x",
+		"amount=100&currency=usd&customer=cus_1&metadata[a%09b]=x",
+		"amount=100&currency=usd&customer=cus_1&metadata[a%C2%A0b]=x",
+		"amount=100&currency=usd&customer=cus_1&transfer_data[+destination]=acct_1",
+	} {
+		before := u.Count()
+		resp, out := e.DoRaw(t, "POST", "/stripe/v1/payment_intents", body, auth, form)
+		if resp.StatusCode != 400 || u.Count() != before {
+			t.Fatalf("%s: status %d, %d upstream: %s", body, resp.StatusCode, u.Count()-before, out)
+		}
+	}
+}

@@ -522,3 +522,28 @@ func TestTwilioOwnNumbersRefreshInBackground(t *testing.T) {
 		t.Fatalf("twiliosim sent %d messages, want 2", n)
 	}
 }
+
+// TestAttackSelf_OwnNumberTrunkPrefix: a To that writes one of the
+// account's own numbers with its national trunk prefix after the country
+// code (+44 0…, +1 1…) is the same number to a parser that strips the
+// prefix, as libphonenumber does and Twilio's may: it is refused as the
+// own number is, not priced as an ordinary outbound one.
+func TestAttackSelf_OwnNumberTrunkPrefix(t *testing.T) {
+	e := mustOpenVendorsSim(t, twiliosim.Options{Numbers: []string{"+14155550100", "+14155550199"}})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5"}`)
+	tw := e.TwilioClient(t, secret)
+	_, err := tw.Api.CreateMessage(sms("+114155550199"))
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	if !strings.Contains(err.Error(), "own numbers") {
+		t.Fatalf("refused for another reason: %v", err)
+	}
+	_, err = tw.Api.CreateCall((&api.CreateCallParams{}).SetTo("+114155550199").SetFrom("+14155550100").SetTimeLimit(60).
+		SetTwiml(`<Response><Say>hi</Say></Response>`))
+	twilioErr(t, err, 403, twilio.CodeForbidden)
+	if g := e.Twilio.GroundTruth(); len(g.Messages)+len(g.Calls) != 0 {
+		t.Fatalf("twiliosim sent %d messages and placed %d calls", len(g.Messages), len(g.Calls))
+	}
+	if _, err := tw.Api.CreateMessage(sms("+14155550123")); err != nil {
+		t.Fatalf("another number: %v", err)
+	}
+}

@@ -182,10 +182,14 @@ func isFormType(ct string) bool {
 
 // parseForm parses a query string or form body as Stripe's parser would,
 // refusing what another parser could read differently: a literal ';'
-// (some form parsers also split on it), parameter names with spaces or
-// control characters (some parsers strip spaces after a separator, so
-// "& destination" could be destination to Stripe and not to keybrake),
-// and top-level names Stripe's API never uses (isStripeName).
+// (some form parsers also split on it), parameter names with control
+// characters or with spaces other than U+0020 inside a nested name (some
+// parsers strip spaces after a separator, so "& destination" could be
+// destination to Stripe and not to keybrake, and one that trims
+// metadata[keybrake_idempotency_key ] would read keybrake's tag), and
+// top-level names Stripe's API never uses (isStripeName). A space inside
+// a nested name is taken: Stripe's metadata keys may have them
+// (metadata[Order ID]), and a parameter name is matched exactly.
 func parseForm(raw string) (*stripe.Form, error) {
 	if strings.Contains(raw, ";") {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "Invalid form encoding: a literal ';' is ambiguous; separate parameters with & and encode ';' in values as %%3B.")
@@ -195,14 +199,31 @@ func parseForm(raw string) (*stripe.Form, error) {
 		return nil, err
 	}
 	for _, p := range f.Pairs {
-		if strings.ContainsFunc(p.Key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
-			return nil, keybrake.ErrorParam(p.Key, "Invalid parameter name %q: parameter names have no spaces or control characters.", p.Key)
+		if !spacedName(p.Key) {
+			return nil, keybrake.ErrorParam(p.Key, "Invalid parameter name %q: parameter names have no control characters, and spaces only inside a nested name (metadata[Order ID]).", p.Key)
 		}
 		if name, _, _ := strings.Cut(p.Key, "["); !isStripeName(name) {
 			return nil, keybrake.ErrorParam(p.Key, "Invalid parameter name %q: the Stripe API's parameters are lower-case letters, digits and underscores, starting with a letter.", p.Key)
 		}
 	}
 	return f, nil
+}
+
+// spacedName reports whether key's only white space is U+0020 inside a
+// bracketed segment, never at either end of it, and it has no control
+// characters. The top-level name is checked by isStripeName.
+func spacedName(key string) bool {
+	for i, r := range key {
+		switch {
+		case r == ' ':
+			if i == 0 || i == len(key)-1 || key[i-1] == '[' || key[i+1] == ']' || !strings.Contains(key[:i], "[") {
+				return false
+			}
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return false
+		}
+	}
+	return true
 }
 
 // isStripeName reports whether name is shaped like every top-level

@@ -53,7 +53,7 @@ func (o *twilioOwnNumbers) has(ctx context.Context, v *twilioVendor, number stri
 		if age >= ownNumbersTTL {
 			o.startRead(v)
 		}
-		own := o.set[number]
+		own := ownNumber(o.set, number)
 		o.mu.Unlock()
 		return own, nil
 	}
@@ -69,7 +69,27 @@ func (o *twilioOwnNumbers) has(ctx context.Context, v *twilioVendor, number stri
 	if o.set == nil || o.err != nil && o.now().Sub(o.at) >= ownNumbersMaxAge {
 		return false, keybrake.Errorf(keybrake.EUNAVAILABLE, "keybrake could not read this account's own phone numbers from Twilio (%s), which it needs to tell whether To is one of them (billed again as inbound and answered by that number's webhook); nothing was sent.", o.err.Error())
 	}
-	return o.set[number], nil
+	return ownNumber(o.set, number), nil
+}
+
+// ownNumber reports whether number is in set, as written or with a
+// national trunk prefix after its country code: +44 0 7700 900123 is
+// +44 7700 900123 to a parser that strips the prefix, as libphonenumber
+// does ("1" in the +1 plan, "0" in most others), and keybrake cannot show
+// Twilio's does not. set holds E.164 numbers as Twilio lists them.
+func ownNumber(set map[string]bool, number string) bool {
+	if set[number] {
+		return true
+	}
+	cc, ok := twilio.CallingCode(number)
+	if !ok {
+		return false
+	}
+	rest := number[1+len(cc):]
+	if rest == "" || rest[0] != '0' && (cc != "1" || rest[0] != '1') {
+		return false
+	}
+	return set["+"+cc+rest[1:]]
 }
 
 // startRead starts reading the numbers unless a read is in flight, and

@@ -12,8 +12,11 @@ import (
 // own requests are far smaller, and a bound keeps hostile bodies cheap.
 const MaxFormKeys = 1000
 
-// maxDepth bounds bracket nesting (a[b][c]…); Stripe nests at most a few levels.
-const maxDepth = 5
+// maxDepth bounds bracket nesting (a[b][c]…): seven brackets, the deepest
+// parameter API APIVersion documents on a write
+// (invoices.create_preview's schedule_details[phases][0][items][0][price_data][recurring][interval]);
+// TestParamsRoundTrip fails if params.txt lists a deeper one.
+const maxDepth = 7
 
 // Pair is one key=value of a form body, decoded, in the order sent.
 type Pair struct {
@@ -34,7 +37,7 @@ type Form struct {
 
 // ParseForm decodes body strictly. A malformed percent-escape, an empty or
 // unbalanced bracket key, a key given twice, a key that is both a value and
-// a parent (a=1&a[b]=2), nesting deeper than five levels or more than
+// a parent (a=1&a[b]=2), nesting deeper than seven levels or more than
 // MaxFormKeys parameters return EINVALID naming the parameter.
 func ParseForm(body string) (*Form, error) {
 	f := &Form{Tree: map[string]any{}}

@@ -32,7 +32,7 @@ func TestParseForm(t *testing.T) {
 		"ErrDuplicate":   "amount=1&amount=2",
 		"ErrValueParent": "metadata=1&metadata[a]=2",
 		"ErrEmptyKey":    "=5",
-		"ErrDeep":        "a[b][c][d][e][f][g]=1",
+		"ErrDeep":        "a[b][c][d][e][f][g][h][i]=1",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := stripe.ParseForm(body); keybrake.ErrorCode(err) != keybrake.EINVALID {

@@ -13,7 +13,7 @@ func TestParamsRoundTrip(t *testing.T) {
 		var walk func(sh *shape, path []string)
 		walk = func(sh *shape, path []string) {
 			if len(path) > maxDepth+1 {
-				return
+				t.Fatalf("%s %s: deeper than ParseForm takes (maxDepth)", name, stripeName(path))
 			}
 			if len(path) > 0 {
 				n++

@@ -132,3 +132,25 @@ func Countries(param, number string) ([]string, error) {
 	}
 	return nil, keybrake.Errorf(keybrake.EFORBIDDEN, "keybrake does not know the country of %s.", printable(number))
 }
+
+// CallingCode returns the country calling code of an E.164 number, as
+// written after its plus (1 for +1 415…, 44 for +44 7700…, 7 for a
+// Kazakh +7 7…), and false when the number is not E.164 or its code is
+// not one keybrake knows. ITU codes are prefix-free, so at most one of the
+// number's first one, two or three digits is one.
+func CallingCode(number string) (string, bool) {
+	digits, ok := strings.CutPrefix(number, "+")
+	if !ok || len(digits) < 4 {
+		return "", false
+	}
+	if digits[0] == '1' || digits[0] == '7' {
+		// The two shared zones: NANP's and Russia's and Kazakhstan's.
+		return digits[:1], true
+	}
+	for k := 2; k <= 3; k++ {
+		if _, ok := callingCodes[digits[:k]]; ok {
+			return digits[:k], true
+		}
+	}
+	return "", false
+}

@@ -619,3 +619,16 @@ func TestRedact(t *testing.T) {
 		t.Errorf("Redact changed a message list: %s", out)
 	}
 }
+
+func TestCallingCode(t *testing.T) {
+	for number, want := range map[string]string{
+		"+14155550100": "1", "+447700900123": "44", "+4407700900123": "44", "+77012345678": "7",
+		"+35312345678": "353", "+390612345678": "39", "+2120612345678": "212",
+		"14155550100": "", "+999123456": "", "+1": "",
+	} {
+		got, ok := twilio.CallingCode(number)
+		if got != want || ok != (want != "") {
+			t.Errorf("CallingCode(%q) = %q, %v; want %q", number, got, ok, want)
+		}
+	}
+}
