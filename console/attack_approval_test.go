@@ -50,13 +50,14 @@ func TestAttackConsole_UnpricedApprovalShownAsZero(t *testing.T) {
 // showed a transfer's operation, amount and key but not its destination,
 // so an approver approved "$500 transfers.create" to whatever account the
 // agent named. The page now lists the parameters the approval covers,
-// escaped, with a client_secret masked.
+// escaped, with a client_secret masked (sent as metadata: a top-level
+// client_secret is no parameter of transfers.create, and is refused).
 func TestAttackConsole_ApprovalHidesDestination(t *testing.T) {
 	s := MustConsole(t, nil)
 	base := s.URL()
 	_, secret := kbtest.VaultKey(t, base, `{"label":"agent","allowed_endpoints":["*"],"total_usd_cap":1000,"approval":{"above_usd":100}}`)
 	form := url.Values{"amount": {"50000"}, "currency": {"usd"}, "destination": {"acct_1Attacker"},
-		"description": {"<script>alert(1)</script>"}, "client_secret": {"pi_1_secret_leak"}}
+		"description": {"<script>alert(1)</script>"}, "metadata[client_secret]": {"pi_1_secret_leak"}}
 	req, _ := http.NewRequest("POST", base+"/v1/transfers", strings.NewReader(form.Encode()))
 	req.Header.Set("Authorization", "Bearer "+secret)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -83,7 +84,7 @@ func TestAttackConsole_ApprovalHidesDestination(t *testing.T) {
 		if strings.Contains(page, "<script>alert(1)") || !strings.Contains(row[1], "&lt;script&gt;alert(1)&lt;/script&gt;") {
 			t.Errorf("%s: the description is not escaped: %s", path, row[1])
 		}
-		if strings.Contains(page, "pi_1_secret_leak") || !strings.Contains(row[1], "<code>client_secret</code></dt><dd><em>(not shown)</em>") {
+		if strings.Contains(page, "pi_1_secret_leak") || !strings.Contains(row[1], "<code>metadata[client_secret]</code></dt><dd><em>(not shown)</em>") {
 			t.Errorf("%s: the client_secret is not masked: %s", path, row[1])
 		}
 	}
