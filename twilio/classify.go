@@ -30,6 +30,13 @@ var callParams = set("To", "From", "Url", "Twiml", "Method", "FallbackMethod",
 // own minutes and nothing else.
 var closedVerbs = set("Response", "Say", "Play", "Pause", "Hangup", "Reject")
 
+// ssmlTags are the SSML elements Twilio takes inside <Say> (its
+// libraries' Ssml… nouns, without a namespace: amazon:effect and the
+// like are not read): they change how the text is spoken, never what the
+// call does, and Speech counts the text in them and their attribute
+// values (sub's alias is spoken in place of its text).
+var ssmlTags = set("break", "emphasis", "lang", "p", "phoneme", "prosody", "s", "say-as", "sub", "w")
+
 func set(names ...string) map[string]bool {
 	m := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -107,6 +114,7 @@ func openVerb(twiml string) (string, error) {
 	}
 	dec := xml.NewDecoder(strings.NewReader(twiml))
 	depth, root := 0, ""
+	say := 0 // the depth of the <Say> being read, 0 outside one
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -126,11 +134,18 @@ func openVerb(twiml string) (string, error) {
 					return "", errors.New("its root is not <Response>")
 				}
 			}
-			if !closedVerbs[t.Name.Local] || t.Name.Space != "" || (depth > 0 && t.Name.Local == "Response") {
+			ssml := say > 0 && ssmlTags[t.Name.Local] && t.Name.Space == ""
+			if !ssml && (!closedVerbs[t.Name.Local] || t.Name.Space != "" || (depth > 0 && t.Name.Local == "Response")) {
 				return t.Name.Local, nil
 			}
 			depth++
+			if t.Name.Local == "Say" && say == 0 {
+				say = depth
+			}
 		case xml.EndElement:
+			if depth == say {
+				say = 0
+			}
 			depth--
 		case xml.Directive, xml.ProcInst:
 			if p, ok := tok.(xml.ProcInst); ok && p.Target == "xml" && root == "" {

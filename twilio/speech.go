@@ -45,7 +45,9 @@ var sayAttrs = set("voice", "language", "loop")
 // is a priced one, which keybrake cannot see.
 //
 // Characters are counted in UTF-16 code units (an emoji is two), never
-// fewer than Twilio counts. Returns an error, for Classify to make the
+// fewer than Twilio counts: the text of SSML elements inside a <Say>, and
+// their attribute values too (a <sub alias> is spoken in place of its
+// text; a <break time> is counted though it is not spoken). Returns an error, for Classify to make the
 // call unpriced, for a priced <Say> with loop="0" (it repeats until the
 // call ends) or a loop keybrake does not read as Twilio does, for a <Say>
 // attribute other than voice, language and loop, or one given twice, and
@@ -65,6 +67,11 @@ func Speech(twiml string) (int64, error) {
 		switch t := tok.(type) {
 		case xml.StartElement:
 			if t.Name.Local != "Say" {
+				if say != nil { // an SSML element (openVerb): its attribute values may be spoken
+					for _, a := range t.Attr {
+						say.units += int64(len(utf16.Encode([]rune(a.Value))))
+					}
+				}
 				continue
 			}
 			if say != nil {

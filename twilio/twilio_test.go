@@ -231,6 +231,10 @@ func TestClassify(t *testing.T) {
 		{"CallEntity", call, "To=%2B1&From=%2B1&Twiml=" + esc(`<!DOCTYPE x><Response/>`), twilio.ClassUnpriced},
 		{"CallNotXML", call, "To=%2B1&From=%2B1&Twiml=hello", twilio.ClassUnpriced},
 		{"CallNoTwiml", call, "To=%2B1&From=%2B1", twilio.ClassUnpriced},
+		{"CallSSML", call, "To=%2B1&From=%2B1&TimeLimit=60&Twiml=" + esc(`<Response><Say voice="Polly.Joanna"><prosody rate="slow">Hi</prosody><break time="1s"/><say-as interpret-as="digits">42</say-as></Say></Response>`), twilio.ClassPriced},
+		{"CallSSMLOutsideSay", call, "To=%2B1&From=%2B1&Twiml=" + esc(`<Response><prosody>Hi</prosody></Response>`), twilio.ClassUnpriced},
+		{"CallSSMLNamespaced", call, "To=%2B1&From=%2B1&Twiml=" + esc(`<Response><Say voice="Polly.Joanna"><amazon:effect name="whispered">Hi</amazon:effect></Say></Response>`), twilio.ClassUnpriced},
+		{"CallSSMLHidesDial", call, "To=%2B1&From=%2B1&Twiml=" + esc(`<Response><Say voice="Polly.Joanna"><p><Dial>+18765550100</Dial></p></Say></Response>`), twilio.ClassUnpriced},
 		{"CallRecord", call, "To=%2B1&From=%2B1&Record=true&Twiml=%3CResponse%2F%3E", twilio.ClassUnpriced},
 		{"EndCall", callUpd, "Status=completed", twilio.ClassWrite},
 		{"CancelCall", callUpd, "Status=canceled&StatusCallback=https%3A%2F%2Fx", twilio.ClassWrite},
@@ -275,6 +279,9 @@ func TestSpeech(t *testing.T) {
 		{"VoiceInOtherCase", `<Response><Say Voice="Polly.Amy">a</Say></Response>`, 0, false},
 		{"NamespacedAttr", `<Response><Say xmlns:t="x" t:voice="Polly.Amy">a</Say></Response>`, 0, false},
 		{"VoiceTwice", `<Response><Say voice="Polly.Amy" voice="man">a</Say></Response>`, 0, false},
+		{"SSMLTextCounted", `<Response><Say voice="Polly.Amy"><prosody rate="x-slow">` + strings.Repeat("a", 60) + `</prosody><s>` + strings.Repeat("b", 30) + `</s></Say></Response>`, 1, true},
+		{"SSMLAttributesCounted", `<Response><Say voice="Polly.Amy"><sub alias="` + strings.Repeat("c", 150) + `">W3C</sub></Say></Response>`, 2, true},
+		{"SayInSSMLInSay", `<Response><Say voice="alice"><p><Say voice="Polly.Amy">a</Say></p></Say></Response>`, 0, false},
 		{"SayInSay", `<Response><Say voice="alice"><Say voice="Polly.Amy">a</Say></Say></Response>`, 0, false},
 	}
 	for _, tt := range tests {
