@@ -31,13 +31,11 @@ func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybra
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, args.ObjectID); err != nil {
 			return err
 		}
-		var others int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM holds WHERE object_id = $1 AND key_id <> $2
-			AND lock_owner <> '' AND lock_owner <> $3 AND lock_until > $4`,
-			args.ObjectID, args.KeyID, args.Owner, ts(args.Now)).Scan(&others); err != nil {
+		others, err := lockedByOthers(ctx, tx, args.ObjectID, args.KeyID, args.Owner, args.Now)
+		if err != nil {
 			return err
 		}
-		if others > 0 {
+		if others {
 			return pgx.ErrNoRows
 		}
 		return tx.QueryRow(ctx, `INSERT INTO holds AS h (key_id, object_id, reservation_id, hold_until, lock_owner, lock_until)
@@ -258,13 +256,11 @@ func (s *Store) RenewHoldLease(ctx context.Context, args keybrake.RenewArgs) err
 		if state != keybrake.StateHeld {
 			return keybrake.Errorf(keybrake.ECONFLICT, "Reservation %s is %s, no longer held.", args.ReservationID, state)
 		}
-		var others int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM holds WHERE object_id = $1 AND key_id <> $2
-			AND lock_owner <> '' AND lock_owner <> $3 AND lock_until > $4`,
-			args.ObjectID, args.KeyID, args.Owner, ts(args.Now)).Scan(&others); err != nil {
+		others, err := lockedByOthers(ctx, tx, args.ObjectID, args.KeyID, args.Owner, args.Now)
+		if err != nil {
 			return err
 		}
-		if others > 0 {
+		if others {
 			return keybrake.Errorf(keybrake.ECONFLICT, "Object %s is locked by another request.", args.ObjectID)
 		}
 		tag, err := tx.Exec(ctx, `UPDATE holds SET lock_until = $4 WHERE key_id = $1 AND object_id = $2 AND lock_owner = $3`,
@@ -343,4 +339,15 @@ func spendRateOnRaise(ctx context.Context, tx pgx.Tx, keyID string, b *keybrake.
 		return b.SpendRateReason(recent + int64(m)), nil
 	}
 	return "", nil
+}
+
+// lockedByOthers reports whether another key's owner holds a live lock on
+// objectID: the lock is the object's, whichever key asks. The caller holds
+// the object's advisory lock.
+func lockedByOthers(ctx context.Context, tx pgx.Tx, objectID, keyID, owner string, now time.Time) (bool, error) {
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM holds WHERE object_id = $1 AND key_id <> $2
+		AND lock_owner <> '' AND lock_owner <> $3 AND lock_until > $4`,
+		objectID, keyID, owner, ts(now)).Scan(&n)
+	return n > 0, err
 }
