@@ -223,3 +223,38 @@ func TestAttackWorker_ZMQNonReadingPeerWedgesReplies(t *testing.T) {
 		})
 	}
 }
+
+// A peer opens connection after connection and keeps them: each may hold a
+// message of up to MaxMessageBytes in go-zeromq's queue, so the worker's
+// memory grew with the connections one peer chose to open. The guard keeps
+// at most MaxPeers (a connection past it is closed when it connects), and
+// gives a slot back when its peer goes (go-zeromq closes a connection
+// that reached end of file once its reader has handed the error on; the
+// guard closes it at once).
+func TestAttackWorker_ZMQConnectionFlood(t *testing.T) {
+	e := MustEnv(t)
+	w := MustOpen(t, &zmq.RouterWorker{Endpoint: "tcp://127.0.0.1:0", Handler: e.Processor(nil), Namespace: namespace,
+		Logger: e.Logger, SendTimeout: time.Second, MaxPeers: 2})
+	first, second := dialRaw(t, w.Addr()), dialRaw(t, w.Addr())
+	first.handshake("DEALER")
+	second.handshake("DEALER")
+	third := dialRaw(t, w.Addr())
+	third.SetReadDeadline(time.Now().Add(wait))
+	if n, err := io.ReadFull(third, make([]byte, 64)); n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("a third connection got %d bytes of greeting (%v); want it closed when it connects", n, err)
+	}
+
+	first.Close()
+	deadline := time.Now().Add(wait)
+	for {
+		p := dialRaw(t, w.Addr())
+		p.SetReadDeadline(time.Now().Add(wait))
+		if _, err := io.ReadFull(p, make([]byte, 64)); err == nil {
+			break // the worker's greeting: this connection has the first one's slot
+		}
+		p.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection was taken in %s after a peer of two left: its slot was not given back", wait)
+		}
+	}
+}

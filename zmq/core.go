@@ -18,6 +18,7 @@ const (
 	DefaultMaxAttempts = 10               // sends of one envelope before a client gives up
 	DefaultMaxDelay    = 30 * time.Second // cap on a StatusRetry wait
 	DefaultSendTimeout = 10 * time.Second // how long a worker waits to queue a reply
+	DefaultMaxPeers    = 1024             // connections a worker keeps at once; more are closed when they connect
 	dialRetry          = 100 * time.Millisecond
 )
 

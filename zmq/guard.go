@@ -64,20 +64,22 @@ var zmtpNullGreeting = func() []byte {
 type guardConfig struct {
 	handshake time.Duration // the whole pre-handshake
 	write     time.Duration // one write, blocked because the peer does not read
+	maxPeers  int           // connections a listener keeps at once, in their handshake or established
 	logger    *slog.Logger
 }
 
 type guardKey struct{}
 
 // guardContext returns ctx carrying cfg for the transport.
-func guardContext(ctx context.Context, sendTimeout time.Duration, logger *slog.Logger) context.Context {
-	return context.WithValue(ctx, guardKey{}, guardConfig{handshake: sendTimeout, write: sendTimeout, logger: logger})
+func guardContext(ctx context.Context, sendTimeout time.Duration, maxPeers int, logger *slog.Logger) context.Context {
+	return context.WithValue(ctx, guardKey{}, guardConfig{handshake: sendTimeout, write: sendTimeout, maxPeers: maxPeers, logger: logger})
 }
 
 func guardConfigOf(ctx context.Context) guardConfig {
 	cfg, _ := ctx.Value(guardKey{}).(guardConfig)
 	cfg.handshake = cmpOr(cfg.handshake, DefaultSendTimeout)
 	cfg.write = cmpOr(cfg.write, DefaultSendTimeout)
+	cfg.maxPeers = cmpOrInt(cfg.maxPeers, DefaultMaxPeers)
 	cfg.logger = loggerOr(cfg.logger)
 	return cfg
 }
@@ -123,8 +125,9 @@ func (t guardTransport) Listen(ctx context.Context, addr string) (net.Listener, 
 	if err != nil {
 		return nil, err
 	}
-	g := &guardListener{Listener: l, cfg: guardConfigOf(ctx), ready: make(chan net.Conn),
-		closed: make(chan struct{}), slots: make(chan struct{}, maxPendingAccepts)}
+	cfg := guardConfigOf(ctx)
+	g := &guardListener{Listener: l, cfg: cfg, ready: make(chan net.Conn),
+		closed: make(chan struct{}), slots: make(chan struct{}, maxPendingAccepts), peers: make(chan struct{}, cfg.maxPeers)}
 	go g.acceptLoop()
 	return g, nil
 }
@@ -137,7 +140,8 @@ type guardListener struct {
 	ready     chan net.Conn
 	closed    chan struct{}
 	closeOnce sync.Once
-	slots     chan struct{}
+	slots     chan struct{} // handshakes in progress
+	peers     chan struct{} // connections kept, in their handshake or established: each may hold a message in go-zeromq's queue
 }
 
 func (g *guardListener) acceptLoop() {
@@ -160,10 +164,19 @@ func (g *guardListener) acceptLoop() {
 			continue
 		}
 		select {
+		case g.peers <- struct{}{}:
+		default:
+			g.cfg.logger.Warn("zmq: too many peers connected; connection refused", "peer", c.RemoteAddr().String(), "limit", g.cfg.maxPeers)
+			c.Close()
+			continue
+		}
+		release := func() { <-g.peers }
+		select {
 		case g.slots <- struct{}{}:
 		default:
 			g.cfg.logger.Warn("zmq: too many handshakes in progress; connection refused", "peer", c.RemoteAddr().String(), "limit", maxPendingAccepts)
 			c.Close()
+			release()
 			continue
 		}
 		go func() {
@@ -171,8 +184,10 @@ func (g *guardListener) acceptLoop() {
 			gc, err := preHandshake(c, g.cfg)
 			if err != nil {
 				g.cfg.logger.Warn("zmq: peer did not complete the ZMTP handshake; connection closed", "peer", c.RemoteAddr().String(), "err", err)
+				release()
 				return
 			}
+			gc.(*guardConn).release = release
 			select {
 			case g.ready <- gc:
 			case <-g.closed:
@@ -280,6 +295,9 @@ type guardConn struct {
 	pre     []byte // handshake bytes read ahead, replayed first
 	swallow []byte // what go-zeromq writes first, already sent for it
 
+	release   func() // gives back the listener's peer slot; nil for a dialled connection
+	closeOnce sync.Once
+
 	hdr    []byte // a checked header not yet returned
 	body   uint64 // bytes left in the current frame's body
 	frames int    // frames of the current message so far
@@ -305,7 +323,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		}
 		n, err := c.Conn.Read(p)
 		c.body -= uint64(n)
-		return n, err
+		return n, c.endedBy(err)
 	}
 	hdr, size, err := readFrameHeader(c.Conn)
 	if err != nil {
@@ -313,7 +331,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		if errors.As(err, &lim) {
 			return 0, c.refuse(lim.msg)
 		}
-		return 0, err
+		return 0, c.endedBy(err)
 	}
 	if c.ended {
 		c.frames, c.wire = 0, 0
@@ -332,11 +350,35 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	return c.Read(p)
 }
 
+// endedBy closes the connection on an error after which go-zeromq counts
+// it closed (end of file, or a network error that is not a timeout: its
+// Conn.checkIO), and returns err. go-zeromq closes it too, but only once
+// its reader has handed that error on (a queue send that waits while the
+// worker is busy): the peer slot is given back at once.
+func (c *guardConn) endedBy(err error) error {
+	var ne net.Error
+	if errors.Is(err, io.EOF) || errors.As(err, &ne) && !ne.Timeout() {
+		c.Close()
+	}
+	return err
+}
+
+// Close closes the connection and gives back its peer slot, once.
+func (c *guardConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() {
+		if c.release != nil {
+			c.release()
+		}
+	})
+	return err
+}
+
 // refuse closes the connection and returns the error that makes go-zeromq
 // forget it.
 func (c *guardConn) refuse(msg string) error {
 	c.cfg.logger.Warn("zmq: peer broke the message limits; connection closed", "peer", c.RemoteAddr().String(), "reason", msg)
-	c.Conn.Close()
+	c.Close()
 	return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errPeerLimit{msg}}
 }
 
@@ -364,8 +406,8 @@ func (c *guardConn) Write(p []byte) (int, error) {
 		// frame on the wire; a peer that has not read for this long is
 		// gone or hostile.
 		c.cfg.logger.Warn("zmq: peer stopped reading; connection closed", "peer", c.RemoteAddr().String(), "after", c.cfg.write)
-		c.Conn.Close()
+		c.Close()
 		return n, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errPeerLimit{"peer stopped reading"}}
 	}
-	return n, err
+	return n, c.endedBy(err)
 }

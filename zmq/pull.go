@@ -37,6 +37,12 @@ type PullWorker struct {
 	// peer's ZMTP handshake, and a write to a peer that does not read (see
 	// docs/zmq.md, "Hostile peers"). 0 means DefaultSendTimeout.
 	SendTimeout time.Duration
+	// MaxPeers bounds the connections the worker keeps at once, in their
+	// handshake or established: each may hold one message of up to
+	// MaxMessageBytes in go-zeromq's queue, so it bounds that memory. A
+	// connection past it is closed when it connects (logged). 0 means
+	// DefaultMaxPeers.
+	MaxPeers int
 	// Logger receives the worker's logs. nil discards them.
 	Logger *slog.Logger
 
@@ -58,7 +64,7 @@ func (w *PullWorker) Open() error {
 	}
 	w.Logger = loggerOr(w.Logger)
 	send := cmpOr(w.SendTimeout, DefaultSendTimeout)
-	ctx, cancel := context.WithCancel(guardContext(context.Background(), send, w.Logger))
+	ctx, cancel := context.WithCancel(guardContext(context.Background(), send, w.MaxPeers, w.Logger))
 	w.pull = zmq4.NewPull(ctx, socketOptions(w.Logger, send,
 		zmq4.WithAutomaticReconnect(w.Connect), zmq4.WithDialerMaxRetries(-1))...)
 	if err := attachWorker(w.pull, w.Endpoint, w.Connect); err != nil {

@@ -36,6 +36,12 @@ type RouterWorker struct {
 	// write to a peer that does not read (whose connection is then closed:
 	// see docs/zmq.md, "Hostile peers"). 0 means DefaultSendTimeout.
 	SendTimeout time.Duration
+	// MaxPeers bounds the connections the worker keeps at once, in their
+	// handshake or established: each may hold one message of up to
+	// MaxMessageBytes in go-zeromq's queue, so it bounds that memory. A
+	// connection past it is closed when it connects (logged). 0 means
+	// DefaultMaxPeers.
+	MaxPeers int
 	// Logger receives the worker's logs. nil discards them.
 	Logger *slog.Logger
 
@@ -52,7 +58,7 @@ func (w *RouterWorker) Open() error {
 	}
 	w.Logger = loggerOr(w.Logger)
 	send := cmpOr(w.SendTimeout, DefaultSendTimeout)
-	ctx, cancel := context.WithCancel(guardContext(context.Background(), send, w.Logger))
+	ctx, cancel := context.WithCancel(guardContext(context.Background(), send, w.MaxPeers, w.Logger))
 	w.sock = zmq4.NewRouter(ctx, socketOptions(w.Logger, send)...)
 	if err := attachWorker(w.sock, w.Endpoint, w.Connect); err != nil {
 		cancel()
