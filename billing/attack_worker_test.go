@@ -103,43 +103,20 @@ func TestAttackWorker_IdempotencyErrorAfterKeyRotationRecordedFailed(t *testing.
 	mustChargedOnce(t, e, body)
 }
 
-// pendingCharger is the real charger, against the simulator, reporting
-// each charge as Stripe reports a bank debit (an ACH or SEPA source) it
-// accepted: status "pending" until the bank settles, days later, as it
-// almost always does. The simulator only models cards, which are final at
-// once.
-type pendingCharger struct{ *billing.StripeCharger }
-
-func (c pendingCharger) Charge(ctx context.Context, req billing.ChargeRequest) (billing.ChargeResult, error) {
-	res, err := c.StripeCharger.Charge(ctx, req)
-	if err == nil && res.Status == "succeeded" {
-		res.Status = "pending"
-	}
-	return res, err
-}
-
-func (c pendingCharger) FindByMetadata(ctx context.Context, key string) ([]billing.ChargeResult, error) {
-	found, err := c.StripeCharger.FindByMetadata(ctx, key)
-	for i := range found {
-		if found[i].Status == "succeeded" {
-			found[i].Status = "pending"
-		}
-	}
-	return found, err
-}
-
 // A charge Stripe answers "pending" (a bank debit) is money on its way. The
 // processor read every status but "succeeded" as a decline: the ledger
 // said declined over a $42 debit. Worse, past Stripe's 24 hours the search
 // by metadata skipped a pending charge, and the retry of an event whose
-// first answer was lost created a second one: $42 charged twice.
+// first answer was lost created a second one: $42 charged twice. The
+// simulator answers a charge on a bank account token (btok_us_verified)
+// pending, as Stripe does.
 func TestAttackWorker_PendingChargeReadAsDeclined(t *testing.T) {
+	const bankDebit = `"source":"btok_us_verified"`
 	ctx := context.Background()
 	t.Run("Answered", func(t *testing.T) {
 		e := MustEnv(t)
 		p := e.Processor("w1")
-		p.Charger = pendingCharger{e.Charger}
-		body := EventJSON("acct_1", "2026-11", 4200)
+		body := EventJSON("acct_1", "2026-11", 4200, bankDebit)
 		MustResult(t, p.Process(ctx, []byte(body)), billing.OutcomeCharged, billing.ActionAck)
 		mustChargedOnce(t, e, body)
 	})
@@ -148,13 +125,11 @@ func TestAttackWorker_PendingChargeReadAsDeclined(t *testing.T) {
 		if _, err := e.Sim.AddFault(stripesim.Fault{Path: "/v1/charges", Mode: stripesim.FaultCutAfter, Count: 1}); err != nil {
 			t.Fatal(err)
 		}
-		body := EventJSON("acct_1", "2026-11", 4200)
+		body := EventJSON("acct_1", "2026-11", 4200, bankDebit)
 		p := e.Processor("w1")
-		p.Charger = pendingCharger{e.Charger}
 		MustResult(t, p.Process(ctx, []byte(body)), billing.OutcomeTransient, billing.ActionRetry)
 		e.Clock.Advance(25 * time.Hour)
 		p = e.Processor("w2")
-		p.Charger = pendingCharger{e.Charger}
 		res := p.Process(ctx, []byte(body))
 		mustChargedOnce(t, e, body)
 		MustResult(t, res, billing.OutcomeCharged, billing.ActionAck)

@@ -687,3 +687,18 @@ func TestProxy_ForeignReplayMayHaveCharged(t *testing.T) {
 		t.Fatalf("second key spent %s, want its reservation released", s)
 	}
 }
+
+// A bank debit (a charge on a bank account token) is answered pending:
+// money on its way, counted in full like a captured charge.
+func TestProxy_BankDebitPendingCounted(t *testing.T) {
+	e, _ := MustOpenRecorded(t)
+	id, secret := e.CreateKey(t, `{"daily_usd_cap":100}`)
+	resp, out := e.DoRaw(t, "POST", "/stripe/v1/charges", "amount=4200&currency=usd&source=btok_us_verified",
+		Header{"Authorization", "Bearer " + secret}, Header{"Content-Type", "application/x-www-form-urlencoded"})
+	if resp.StatusCode != 200 || !strings.Contains(string(out), `"status": "pending"`) && !strings.Contains(string(out), `"status":"pending"`) {
+		t.Fatalf("bank debit: %d %s", resp.StatusCode, out)
+	}
+	if got := e.Spend(t, id).Day; got != 42*keybrake.MicrosPerUSD {
+		t.Fatalf("spend %s, want $42.00", got)
+	}
+}

@@ -20,7 +20,14 @@ var testCards = map[string]string{
 	"pm_card_chargeDeclinedFraudulent":        "fraudulent",
 	"pm_card_chargeDeclinedLostCard":          "lost_card",
 	"pm_card_chargeDeclinedStolenCard":        "stolen_card",
+	// A verified US bank account (ACH debit, legacy Charges API): the
+	// charge is accepted "pending", as on Stripe, until the bank settles it.
+	"btok_us_verified": "",
 }
+
+// bankSource reports whether src is a bank account token: its charge is
+// pending, not succeeded, and cannot be left uncaptured.
+func bankSource(src string) bool { return strings.HasPrefix(src, "btok_") }
 
 // defaultCard is what a customer without a saved card pays with.
 const defaultCard = "tok_visa"
@@ -41,7 +48,7 @@ func knownCard(param, src string) bool {
 	if param == "payment_method" {
 		return ok && strings.HasPrefix(src, "pm_")
 	}
-	return ok && strings.HasPrefix(src, "tok_")
+	return ok && (strings.HasPrefix(src, "tok_") || bankSource(src))
 }
 
 func errNoSuchCard(param, src string) *apiError {

@@ -28,11 +28,17 @@ func (s *Server) newCharge(c *call, spec chargeSpec) (*Charge, string) {
 	if spec.paymentIntent == "" {
 		ch.PaymentMethod = newID("card")
 	}
-	if decline != "" {
+	switch {
+	case bankSource(spec.card):
+		// A bank debit is accepted, not yet paid: pending until the bank
+		// settles it (days later on Stripe; the simulator never does).
+		ch.PaymentMethod = newID("ba")
+		ch.Status, ch.Captured, ch.AmountCaptured = "pending", true, spec.amount
+	case decline != "":
 		ch.Status = "failed"
 		ch.FailureCode = "card_declined"
 		ch.FailureMessage = declineMessages[decline]
-	} else {
+	default:
 		ch.Status, ch.Paid, ch.Captured = "succeeded", true, spec.capture
 		if spec.capture {
 			ch.AmountCaptured = spec.amount
@@ -98,6 +104,9 @@ func createCharge(s *Server, c *call) (any, *apiError) {
 		spec.card = cus.DefaultSource
 	case spec.card == "":
 		spec.card = defaultCard
+	}
+	if bankSource(spec.card) && !spec.capture {
+		return nil, invalid("", "capture", "A charge on a bank account cannot be uncaptured: remove capture=false.")
 	}
 	ch, decline := s.newCharge(c, spec)
 	if decline != "" {

@@ -14,6 +14,27 @@ import (
 func TestCharges(t *testing.T) {
 	ctx := context.Background()
 
+	t.Run("BankDebitPending", func(t *testing.T) {
+		e := MustEnv(t)
+		sc := e.sdk()
+		ch, err := sc.V1Charges.Create(ctx, &stripe.ChargeCreateParams{Amount: stripe.Int64(4200), Currency: stripe.String("usd"),
+			Source: &stripe.PaymentSourceSourceParams{Token: stripe.String("btok_us_verified")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Status != "pending" || ch.Paid || !ch.Captured || ch.AmountCaptured != 4200 {
+			t.Fatalf("charge = %+v", ch)
+		}
+		_, err = sc.V1Charges.Create(ctx, &stripe.ChargeCreateParams{Amount: stripe.Int64(4200), Currency: stripe.String("usd"),
+			Capture: stripe.Bool(false), Source: &stripe.PaymentSourceSourceParams{Token: stripe.String("btok_us_verified")}})
+		if serr, ok := err.(*stripe.Error); !ok || serr.Param != "capture" {
+			t.Fatalf("uncaptured bank debit: %v", err)
+		}
+		if n := len(e.sim.GroundTruth().Charges); n != 1 {
+			t.Fatalf("%d charges", n)
+		}
+	})
+
 	t.Run("OK", func(t *testing.T) {
 		e := MustEnv(t)
 		sc := e.sdk()

@@ -76,7 +76,9 @@
 // Test cards: source=tok_visa and payment_method=pm_card_visa succeed;
 // tok_chargeDeclined / pm_card_chargeDeclined decline (402 card_declined,
 // generic_decline), …InsufficientFunds declines with insufficient_funds. The
-// declined charge exists with status failed.
+// declined charge exists with status failed. source=btok_us_verified (a
+// verified US bank account) makes a charge that is accepted "pending",
+// captured but not paid, as a bank debit on Stripe, and stays so.
 //
 // # Admin
 //
