@@ -222,8 +222,40 @@ type Store interface {
 	Close() error
 }
 
+// RaiseBuckets returns the day and month in which a raise of hold r at now
+// counts: now's, in loc, when later than the hold's own; else the hold's.
+// A hold raised on a later day moves into it whole: the raise makes its
+// whole new amount movable that day, and counting only the difference
+// there (or nothing, in the day the hold was made) let one calendar day
+// move its daily cap several times over (an intent held at 23:30 and
+// another at 23:50 on the day before, both raised after midnight). The
+// stores move the hold's counters and its day and month, then raise it.
+func RaiseBuckets(r *Reservation, now time.Time, loc *time.Location) (day, month string) {
+	day, month = Buckets(now, loc)
+	if day < r.Day {
+		day = r.Day
+	}
+	if month < r.Month {
+		month = r.Month
+	}
+	return day, month
+}
+
+// RaiseSpend is spent, read in the day and month a raise counts in
+// (RaiseBuckets), as CheckRaise takes it: a window the hold moves into
+// does not count it yet, so the raise's whole target is checked there.
+func RaiseSpend(spent Spend, r *Reservation, day, month string) Spend {
+	if day != r.Day {
+		spent.Day += r.Micros
+	}
+	if month != r.Month {
+		spent.Month += r.Micros
+	}
+	return spent
+}
+
 // CheckRaise is CheckCaps for raising a hold from held to target micros:
-// the windows count the difference, but the per-request cap bounds the
+// the windows count the difference (spent as RaiseSpend gives it), but the per-request cap bounds the
 // whole target, since the object is one payment however many raises it
 // took (a $40 intent raised $49 at a time must not reach $1,000 under a
 // $50 per-request cap).

@@ -137,20 +137,22 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 			res = keybrake.ReserveResult{Reservation: r}
 			return nil
 		}
+		loc, err := k.Location()
+		if err != nil {
+			return err
+		}
+		day, month := keybrake.RaiseBuckets(r, now, loc)
 		var c counters
 		if err := tx.QueryRow(ctx, `SELECT
 			COALESCE((SELECT micros FROM spend_counters WHERE key_id = $1 AND window_name = 'daily' AND bucket = $2), 0),
 			COALESCE((SELECT micros FROM spend_counters WHERE key_id = $1 AND window_name = 'monthly' AND bucket = $3), 0),
 			COALESCE((SELECT micros FROM spend_counters WHERE key_id = $1 AND window_name = 'total' AND bucket = ''), 0)`,
-			r.KeyID, r.Day, r.Month).Scan(&c.day, &c.month, &c.total); err != nil {
-			return err
-		}
-		loc, err := k.Location()
-		if err != nil {
+			r.KeyID, day, month).Scan(&c.day, &c.month, &c.total); err != nil {
 			return err
 		}
 		delta := args.Micros - r.Micros
-		if oc := keybrake.CheckRaise(k.Caps, keybrake.Spend{Day: c.day, Month: c.month, Total: c.total}, r.Micros, args.Micros, now, loc); oc != nil {
+		spent := keybrake.RaiseSpend(keybrake.Spend{Day: c.day, Month: c.month, Total: c.total}, r, day, month)
+		if oc := keybrake.CheckRaise(k.Caps, spent, r.Micros, args.Micros, now, loc); oc != nil {
 			res = keybrake.ReserveResult{OverCap: oc}
 			return nil
 		}
@@ -164,6 +166,9 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 				_, err := tx.Exec(ctx, `UPDATE keys SET suspended_at = $2, suspended_reason = $3, updated_at = $2 WHERE id = $1 AND suspended_at IS NULL`, k.ID, now, reason)
 				return err
 			}
+		}
+		if err := moveHold(ctx, tx, r, day, month); err != nil {
+			return err
 		}
 		uncertain := keybrake.Micros(0)
 		if r.State == keybrake.StateUncertain {
@@ -187,6 +192,32 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 		return keybrake.ReserveResult{}, s.wrap("raise "+args.ID, err)
 	}
 	return res, nil
+}
+
+// moveHold moves hold r, raised on a later day or month than it was made,
+// into day and month (keybrake.RaiseBuckets): its counted micros leave the
+// old buckets' counters and join the new ones', and the row names the new
+// buckets, which its settlement, sweep and later raises then move.
+func moveHold(ctx context.Context, tx pgx.Tx, r *keybrake.Reservation, day, month string) error {
+	for _, w := range []struct{ window, from, to string }{{"daily", r.Day, day}, {"monthly", r.Month, month}} {
+		if w.from == w.to {
+			continue // one statement must not touch a counter twice
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO spend_counters AS c (key_id, window_name, bucket, micros)
+			VALUES ($1, $2, $3, -$5::bigint), ($1, $2, $4, $5::bigint)
+			ON CONFLICT (key_id, window_name, bucket) DO UPDATE SET micros = c.micros + EXCLUDED.micros`,
+			r.KeyID, w.window, w.from, w.to, int64(r.Micros)); err != nil {
+			return err
+		}
+	}
+	if day == r.Day && month == r.Month {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE reservations SET day = $2, month = $3 WHERE id = $1`, r.ID, day, month); err != nil {
+		return err
+	}
+	r.Day, r.Month = day, month
+	return nil
 }
 
 // LeaseHolds locks, for owner until `until`, up to limit objects whose held

@@ -162,11 +162,12 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 		if err := st.key.Usable(now); err != nil {
 			return err
 		}
+		day, month := keybrake.RaiseBuckets(r, now, st.loc)
 		var spent keybrake.Spend
-		if err := tx.QueryRowContext(ctx, qSpend, r.KeyID, r.Day, r.Month).Scan(&spent.Day, &spent.Month, &spent.Total, &spent.Uncertain, &spent.Held); err != nil {
+		if err := tx.QueryRowContext(ctx, qSpend, r.KeyID, day, month).Scan(&spent.Day, &spent.Month, &spent.Total, &spent.Uncertain, &spent.Held); err != nil {
 			return wrap(err, "raise %s", r.ID)
 		}
-		if oc := keybrake.CheckRaise(st.key.Caps, spent, r.Micros, args.Micros, now, st.loc); oc != nil {
+		if oc := keybrake.CheckRaise(st.key.Caps, keybrake.RaiseSpend(spent, r, day, month), r.Micros, args.Micros, now, st.loc); oc != nil {
 			res = keybrake.ReserveResult{OverCap: oc}
 			return nil
 		}
@@ -180,7 +181,12 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 				return s.suspendIn(ctx, tx, r.KeyID, reason, now)
 			}
 		}
+		if err := moveHold(ctx, tx, r, day, month); err != nil {
+			return wrap(err, "raise %s", r.ID)
+		}
 		r.Micros, r.Amount, r.Currency, r.UpdatedAt = args.Micros, args.Amount, args.Currency, now
+		// The counting triggers move the hold's (new) day and month by the
+		// difference.
 		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET micros = ?, amount = ?, currency = ?, updated_at = ? WHERE id = ?`,
 			int64(r.Micros), r.Amount, r.Currency, now.UnixMicro(), r.ID); err != nil {
 			return wrap(err, "raise %s", r.ID)
@@ -192,6 +198,30 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 		return keybrake.ReserveResult{}, err
 	}
 	return res, nil
+}
+
+// moveHold moves hold r, raised on a later day or month than it was made,
+// into day and month (keybrake.RaiseBuckets): its counted micros leave the
+// old buckets' counters and join the new ones', and the row names the new
+// buckets, which its settlement, sweep and later raises then move. The
+// counting triggers fire on micros and state, not on day or month, so the
+// counters are moved here.
+func moveHold(ctx context.Context, tx *sql.Tx, r *keybrake.Reservation, day, month string) error {
+	if day == r.Day && month == r.Month {
+		return nil
+	}
+	m := int64(r.Micros)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO spend_counters (key_id, period, bucket, micros)
+		VALUES (?1, 'daily', ?2, -?6), (?1, 'daily', ?4, ?6), (?1, 'monthly', ?3, -?6), (?1, 'monthly', ?5, ?6)
+		ON CONFLICT (key_id, period, bucket) DO UPDATE SET micros = micros + excluded.micros`,
+		r.KeyID, r.Day, r.Month, day, month, m); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET day = ?, month = ? WHERE id = ?`, day, month, r.ID); err != nil {
+		return err
+	}
+	r.Day, r.Month = day, month
+	return nil
 }
 
 // LeaseHolds locks, for owner until `until`, up to limit objects whose held

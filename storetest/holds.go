@@ -177,17 +177,52 @@ func testHolds(t *testing.T, open opener) {
 		if err != nil || res.Reservation.Micros != USD(20) {
 			t.Fatalf("lower raise = %+v, %v", res, err)
 		}
-		// The difference counts in the hold's own day, not the raise's.
+		// On the next day the whole hold would move there: $25 over $20.
 		nextDay := T0.Add(24 * time.Hour)
 		res, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 2500, Currency: "usd", Micros: USD(25), Now: nextDay})
-		if err != nil || res.OverCap == nil || res.OverCap.Window != keybrake.WindowDaily {
-			t.Fatalf("raise on the next day = %+v, %v; want refused by the hold's own day", res, err)
+		// (reported as the hold's $20 moving in, spent, and the $5 raise requested)
+		if err != nil || res.OverCap == nil || res.OverCap.Window != keybrake.WindowDaily || res.OverCap.Spent != USD(20) || res.OverCap.Requested != USD(5) {
+			t.Fatalf("raise on the next day = %+v, %v; want refused by that day's cap for the whole hold", res, err)
+		}
+		if got := mustFindReservation(t, s, r.ID); got.Day != r.Day || got.Micros != USD(20) {
+			t.Fatalf("refused raise moved the hold: %+v", got)
 		}
 		MustSettle(t, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateSettled, SettledMicros: USD(20), Amount: 2000, Currency: "usd", Now: later})
 		_, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 2100, Currency: "usd", Micros: USD(21), Now: later})
 		wantCode(t, err, keybrake.ECONFLICT)
 		_, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: "rsv_nope", Micros: USD(21), Now: later})
 		wantCode(t, err, keybrake.ENOTFOUND)
+	})
+	// A hold raised on a later day moves there whole (keybrake.RaiseBuckets):
+	// counting the raise in the hold's day let one day move its daily cap
+	// several times over; counting only the difference in the raise's day
+	// would still leave the hold's first amount in a day already past.
+	t.Run("RaiseOnALaterDayMovesTheHold", func(t *testing.T) {
+		s := open(t)
+		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Daily: Ptr(USD(20)), Monthly: Ptr(USD(25)), Total: Ptr(USD(100))})
+		monthEnd := time.Date(2026, 11, 30, 23, 30, 0, 0, time.UTC)
+		next := monthEnd.Add(time.Hour) // 2026-12-01
+		r := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(5), monthEnd, monthEnd.Add(24*time.Hour))
+		MustReserve(t, s, "key_a", "idem_2", USD(10), next)
+		res, err := s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 1100, Currency: "usd", Micros: USD(11), Now: next})
+		// $10 spent that day and the hold's $5 moving in, $6 more requested.
+		if err != nil || res.OverCap == nil || res.OverCap.Window != keybrake.WindowDaily || res.OverCap.Spent != USD(15) || res.OverCap.Requested != USD(6) {
+			t.Fatalf("raise to $11 on the next day = %+v, %v; want refused: $10 spent that day, $11 to hold", res, err)
+		}
+		res, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 1000, Currency: "usd", Micros: USD(10), Now: next})
+		if err != nil || res.OverCap != nil || res.Reservation.Micros != USD(10) || res.Reservation.Day != "2026-12-01" || res.Reservation.Month != "2026-12" {
+			t.Fatalf("raise to $10 on the next day = %+v, %v", res, err)
+		}
+		wantSpend(t, MustSpend(t, s, "key_a", monthEnd, utc), keybrake.Spend{Day: 0, Month: 0, Total: USD(20), Held: USD(10)})
+		wantSpend(t, MustSpend(t, s, "key_a", next, utc), keybrake.Spend{Day: USD(20), Month: USD(20), Total: USD(20), Held: USD(10)})
+		// Its settlement and a later raise move the day it moved to.
+		res, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 1100, Currency: "usd", Micros: USD(11), Now: next})
+		if err != nil || res.OverCap == nil || res.OverCap.Window != keybrake.WindowDaily || res.OverCap.Requested != USD(1) {
+			t.Fatalf("raise by $1 the same day = %+v, %v", res, err)
+		}
+		MustSettle(t, s, keybrake.SettleArgs{ID: r.ID, State: keybrake.StateSettled, SettledMicros: USD(8), Amount: 800, Currency: "usd", Now: next})
+		wantSpend(t, MustSpend(t, s, "key_a", next, utc), keybrake.Spend{Day: USD(18), Month: USD(18), Total: USD(18)})
+		wantSpend(t, MustSpend(t, s, "key_a", monthEnd, utc), keybrake.Spend{Total: USD(18)})
 	})
 	t.Run("RaisePerRequest", func(t *testing.T) {
 		// The per-request cap bounds the object's whole amount, one
