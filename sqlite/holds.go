@@ -210,12 +210,16 @@ func moveHold(ctx context.Context, tx *sql.Tx, r *keybrake.Reservation, day, mon
 	if day == r.Day && month == r.Month {
 		return nil
 	}
-	m := int64(r.Micros)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO spend_counters (key_id, period, bucket, micros)
-		VALUES (?1, 'daily', ?2, -?6), (?1, 'daily', ?4, ?6), (?1, 'monthly', ?3, -?6), (?1, 'monthly', ?5, ?6)
-		ON CONFLICT (key_id, period, bucket) DO UPDATE SET micros = micros + excluded.micros`,
-		r.KeyID, r.Day, r.Month, day, month, m); err != nil {
-		return err
+	for _, w := range []struct{ period, from, to string }{{"daily", r.Day, day}, {"monthly", r.Month, month}} {
+		if w.from == w.to {
+			continue // a day moved within its month leaves the month's counter as it is
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO spend_counters (key_id, period, bucket, micros)
+			VALUES (?1, ?2, ?3, -?5), (?1, ?2, ?4, ?5)
+			ON CONFLICT (key_id, period, bucket) DO UPDATE SET micros = micros + excluded.micros`,
+			r.KeyID, w.period, w.from, w.to, int64(r.Micros)); err != nil {
+			return err
+		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET day = ?, month = ? WHERE id = ?`, day, month, r.ID); err != nil {
 		return err
