@@ -342,6 +342,47 @@ func TestAttackTwilio_PremiumVoiceSpeech(t *testing.T) {
 	}
 }
 
+// TestAttackTwilio_DefaultVoiceSpeech: a <Say> without voice speaks in
+// the account's default voice, which Twilio's Console can set to a Polly
+// voice billed per character; keybrake priced it as free. One call saying
+// 2,900 characters ten times was reserved $0.10 (its minute) under a $1
+// cap while Twilio billed $8.70 of speech. Now such a <Say> is priced
+// unless the operator declares a basic default voice.
+func TestAttackTwilio_DefaultVoiceSpeech(t *testing.T) {
+	call := func(e *VendorEnv, secret, attrs string, chars int) error {
+		twiml := `<Response><Say` + attrs + `>` + strings.Repeat("a", chars) + `</Say></Response>`
+		_, err := e.TwilioClient(t, secret).Api.CreateCall((&api.CreateCallParams{}).SetTo("+14155550123").SetFrom("+14155550100").SetTimeLimit(60).SetTwiml(twiml))
+		return err
+	}
+	// The operator has not declared the default voice.
+	e := mustOpenVendorsSim(t, twiliosim.Options{DefaultVoice: "Polly.Salli"}, func(s *khttp.Server) { s.Twilio.DefaultVoice = "" })
+	id, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1","allowed_endpoints":["calls.create"]}`)
+	twilioErr(t, call(e, secret, ` loop="10"`, 2900), 429, twilio.CodeTooManyRequests)
+	twilioErr(t, call(e, secret, ` language="en-US" loop="10"`, 2900), 429, twilio.CodeTooManyRequests)
+	twilioErr(t, call(e, secret, ` loop="0"`, 20), 403, twilio.CodeForbidden)
+	// 150 characters twice: $0.20 of speech and the $0.10 minute fit.
+	if err := call(e, secret, ` loop="2"`, 150); err != nil {
+		t.Fatalf("a short Say in the default voice under the cap: %v", err)
+	}
+	e.Clock.Advance(10 * time.Minute)
+	e.MustResolve(t)
+	b := e.Twilio.Billed()
+	if b.Calls != 1 || b.Micros+b.Pending > 1_000_000 {
+		t.Fatalf("Twilio billed $%s for %d calls past a $1 cap", b.Micros+b.Pending, b.Calls)
+	}
+	if sp := e.Spend(t, id); sp.Day < b.Micros+b.Pending {
+		t.Fatalf("keybrake counts $%s, Twilio billed $%s", sp.Day, b.Micros+b.Pending)
+	}
+
+	// An operator who declares the account's basic default voice pays
+	// only the minutes for it, looping or not.
+	basic := mustOpenVendorsSim(t, twiliosim.Options{DefaultVoice: "man"})
+	_, secret = basic.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1","allowed_endpoints":["calls.create"]}`)
+	if err := call(basic, secret, ` loop="0"`, 2900); err != nil {
+		t.Fatalf("a Say in a declared basic default voice: %v", err)
+	}
+}
+
 // TestAttackTwilio_SharedCallingCodeTerritory: territories that share a
 // calling code with a larger country were read as that country: Christmas
 // and Cocos Islands fixed lines as AU, Abkhazia's +7 840 and +7 940 as RU,

@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -61,8 +62,11 @@ func mustOpenVendorsSim(tb testing.TB, sim twiliosim.Options, opts ...Option) *V
 		ve.Resend = resendsim.New(resendsim.Options{Now: s.Now})
 		rs := httptest.NewServer(ve.Resend)
 		tb.Cleanup(rs.Close)
+		// The operator declares the account's default voice, as
+		// twiliosim's Console has it (man unless set).
+		voice := cmp.Or(sim.DefaultVoice, "man")
 		s.Twilio = &khttp.TwilioConfig{Upstream: mustURL(tb, ts.URL), AccountSid: twiliosim.DefaultAccountSid,
-			Secret: twiliosim.DefaultAuthToken, Rates: rates}
+			Secret: twiliosim.DefaultAuthToken, Rates: rates, DefaultVoice: voice}
 		s.Resend = &khttp.ResendConfig{Upstream: mustURL(tb, rs.URL), APIKey: resendsim.DefaultAPIKey,
 			Pricer: resend.Pricer{PerEmail: 1000, PerRecipient: 500}}
 		for _, o := range opts {

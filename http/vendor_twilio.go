@@ -37,6 +37,10 @@ type TwilioConfig struct {
 	// SpeechPer100 prices a call's text-to-speech in a priced voice, per
 	// started 100 characters; zero is twilio.DefaultSpeechPer100.
 	SpeechPer100 keybrake.Micros
+	// DefaultVoice is the account's default text-to-speech voice as the
+	// operator declares it; "" prices a <Say> without voice as a priced
+	// voice (twilio.Pricer.DefaultVoice).
+	DefaultVoice string
 	// LookupSkew is the margin of a lost create's lookup for the clocks of
 	// keybrake and Twilio, and for Twilio's list to show a new resource;
 	// 1 minute by default (vendor_twilio_lookup.go).
@@ -62,7 +66,7 @@ type twilioRequest struct {
 }
 
 func newTwilioVendor(cfg TwilioConfig) *twilioVendor {
-	return &twilioVendor{cfg: cfg, pricer: &twilio.Pricer{Rates: cfg.Rates, MaxCallSeconds: cfg.MaxCallSeconds, SpeechPer100: cfg.SpeechPer100}}
+	return &twilioVendor{cfg: cfg, pricer: &twilio.Pricer{Rates: cfg.Rates, MaxCallSeconds: cfg.MaxCallSeconds, SpeechPer100: cfg.SpeechPer100, DefaultVoice: cfg.DefaultVoice}}
 }
 
 var (
@@ -117,7 +121,7 @@ func (v *twilioVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 	} else {
 		req.RawQuery = a.Query.Encode()
 	}
-	class, reason := twilio.Classify(op, form)
+	class, reason := twilio.Classify(op, form, v.cfg.DefaultVoice)
 	req.Class, req.Reason = twilioClass(class), reason
 	req.Parsed = &twilioRequest{op: op, form: form}
 	return req, nil

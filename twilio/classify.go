@@ -59,11 +59,12 @@ func set(names ...string) map[string]bool {
 //     with Dial, Gather, Redirect, Message, Enqueue, Connect…, may start
 //     more calls or send messages keybrake never sees: ClassUnpriced. So
 //     is a <Say> whose text-to-speech Speech cannot bound (loop="0" with
-//     a priced voice).
+//     a priced voice, or without voice unless defaultVoice, the
+//     account's default voice, is man or woman).
 //   - calls.update is ClassWrite only to end the call (Status=completed or
 //     canceled, optionally with StatusCallback and StatusCallbackMethod);
 //     a new Url, Twiml or TimeLimit is ClassUnpriced.
-func Classify(op Operation, form *Form) (Class, string) {
+func Classify(op Operation, form *Form, defaultVoice string) (Class, string) {
 	if form == nil {
 		form = &Form{}
 	}
@@ -94,7 +95,7 @@ func Classify(op Operation, form *Form) (Class, string) {
 			}
 			return ClassUnpriced, "the Twiml uses <" + verb + ">, which may start calls or messages keybrake never sees"
 		}
-		if _, err := Speech(twiml); err != nil {
+		if _, err := Speech(twiml, defaultVoice); err != nil {
 			return ClassUnpriced, "keybrake cannot price the Twiml's text-to-speech: " + err.Error()
 		}
 	case "calls.update":

@@ -28,6 +28,13 @@ type Pricer struct {
 	// costs per started 100 characters (see Speech), on top of its
 	// minutes; zero means DefaultSpeechPer100.
 	SpeechPer100 keybrake.Micros
+	// DefaultVoice is the account's default text-to-speech voice, set in
+	// Twilio's Console, in which a <Say> without voice speaks. "" (not
+	// declared) prices such a <Say> like a priced voice: keybrake cannot
+	// read the Console's setting, and a Polly or Google default is billed
+	// per character. Declare man or woman only if that is what the
+	// account's Console says, for every language the keys use.
+	DefaultVoice string
 }
 
 // Cost is what one request costs and counts.
@@ -216,7 +223,7 @@ func (p *Pricer) speech(twiml string) (int64, keybrake.Micros, error) {
 	if twiml == "" {
 		return 0, 0, nil
 	}
-	n, err := Speech(twiml)
+	n, err := Speech(twiml, p.DefaultVoice)
 	if err != nil {
 		return 0, 0, keybrake.ErrorParam("Twiml", "keybrake cannot price the Twiml's text-to-speech: %s.", err.Error())
 	}

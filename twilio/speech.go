@@ -40,9 +40,11 @@ var sayAttrs = set("voice", "language", "loop")
 // Speech returns how many hundreds of characters the <Say> verbs of twiml
 // with a priced voice speak, each <Say> rounded up to whole hundreds and
 // multiplied by its loop: what Twilio bills per character on top of the
-// call's minutes. A <Say> without voice, or with man or woman, is not
-// counted: it costs nothing extra unless the account's default voice
-// is a priced one, which keybrake cannot see.
+// call's minutes. A <Say> with man or woman is not counted. A <Say>
+// without voice speaks in defaultVoice, the account's default voice as
+// the operator declares it (Twilio's Console sets it, and keybrake cannot
+// read it): when that is "" (not declared) or a priced voice, such a
+// <Say> is counted like any priced one.
 //
 // Characters are counted in UTF-16 code units (an emoji is two), never
 // fewer than Twilio counts: the text of SSML elements inside a <Say>, and
@@ -52,7 +54,7 @@ var sayAttrs = set("voice", "language", "loop")
 // call ends) or a loop keybrake does not read as Twilio does, for a <Say>
 // attribute other than voice, language and loop, or one given twice, and
 // for a <Say> inside a <Say>. twiml must already have passed openVerb.
-func Speech(twiml string) (int64, error) {
+func Speech(twiml, defaultVoice string) (int64, error) {
 	dec := xml.NewDecoder(strings.NewReader(twiml))
 	var total int64
 	var say *saySpan
@@ -77,7 +79,7 @@ func Speech(twiml string) (int64, error) {
 			if say != nil {
 				return 0, errors.New("it has a <Say> inside a <Say>")
 			}
-			s := &saySpan{}
+			s := &saySpan{voice: defaultVoice, priced: !basicVoices[defaultVoice]}
 			seen := map[string]bool{}
 			for _, a := range t.Attr {
 				if a.Name.Space != "" || !sayAttrs[a.Name.Local] {
@@ -93,7 +95,7 @@ func Speech(twiml string) (int64, error) {
 				switch a.Name.Local {
 				case "voice":
 					s.priced = !basicVoices[a.Value]
-					s.voice = a.Value
+					s.voice, s.given = a.Value, true
 				case "loop":
 					s.loopText = a.Value
 				}
@@ -113,7 +115,7 @@ func Speech(twiml string) (int64, error) {
 					n, err := strconv.Atoi(say.loopText)
 					switch {
 					case say.loopText == "0":
-						return 0, errors.New("its <Say voice=\"" + printable(say.voice) + "\"> has loop=\"0\", which repeats the priced speech until the call ends")
+						return 0, errors.New("its " + say.describe() + " has loop=\"0\", which repeats the priced speech until the call ends")
 					case err != nil || n < 1 || n > MaxSayLoop || strconv.Itoa(n) != say.loopText:
 						return 0, errors.New("its <Say> has loop=\"" + printable(say.loopText) + "\": keybrake prices loops of 1 to " + strconv.Itoa(MaxSayLoop) + " for a priced voice")
 					}
@@ -129,6 +131,19 @@ func Speech(twiml string) (int64, error) {
 // saySpan is a <Say> being read.
 type saySpan struct {
 	voice, loopText string
+	given           bool // voice is the <Say>'s own, not the account's default
 	priced          bool
 	units           int64 // UTF-16 code units of its text
+}
+
+// describe names the <Say> in an error: by its voice, or as speaking in
+// the account's default voice.
+func (s *saySpan) describe() string {
+	if s.given {
+		return "<Say voice=\"" + printable(s.voice) + "\">"
+	}
+	if s.voice == "" {
+		return "<Say> without voice (the account's default voice, which keybrake is not told: --twilio-default-voice)"
+	}
+	return "<Say> without voice (the account's default voice, " + printable(s.voice) + ")"
 }

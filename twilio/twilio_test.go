@@ -244,7 +244,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			class, why := twilio.Classify(tt.op, mustForm(t, tt.body))
+			class, why := twilio.Classify(tt.op, mustForm(t, tt.body), "")
 			if class != tt.class {
 				t.Errorf("Classify = %s (%s), want %s", class, why, tt.class)
 			}
@@ -262,7 +262,11 @@ func TestSpeech(t *testing.T) {
 		ok          bool
 	}{
 		{"NoSay", `<Response><Play>https://x/a.mp3</Play></Response>`, 0, true},
-		{"DefaultVoice", `<Response><Say loop="0">` + strings.Repeat("a", 500) + `</Say></Response>`, 0, true},
+		// A <Say> without voice speaks in the account's default voice:
+		// priced unless the operator declares man or woman.
+		{"DefaultVoiceUndeclared", `<Response><Say>` + strings.Repeat("a", 500) + `</Say></Response>`, 5, true},
+		{"DefaultVoiceUndeclaredLoopZero", `<Response><Say loop="0">a</Say></Response>`, 0, false},
+		{"LanguageWithoutVoice", `<Response><Say language="fr-FR" loop="2">` + strings.Repeat("a", 100) + `</Say></Response>`, 2, true},
 		{"BasicVoices", `<Response><Say voice="man">a</Say><Say voice="woman" loop="0">b</Say></Response>`, 0, true},
 		{"AlicePriced", `<Response><Say voice="alice">c</Say></Response>`, 1, true},
 		{"Neural", `<Response><Say voice="Polly.Joanna-Neural">` + strings.Repeat("a", 101) + `</Say></Response>`, 2, true},
@@ -286,15 +290,26 @@ func TestSpeech(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := twilio.Speech(tt.twiml)
+			n, err := twilio.Speech(tt.twiml, "")
 			if (err == nil) != tt.ok || n != tt.hundreds {
 				t.Fatalf("Speech = %d, %v; want %d, ok %v", n, err, tt.hundreds, tt.ok)
 			}
 		})
 	}
+	// Declared defaults: man is free, even looping; Polly is priced.
+	voiceless := `<Response><Say loop="0">` + strings.Repeat("a", 500) + `</Say><Say voice="woman">b</Say></Response>`
+	if n, err := twilio.Speech(voiceless, "man"); n != 0 || err != nil {
+		t.Fatalf("Speech with default man = %d, %v", n, err)
+	}
+	if _, err := twilio.Speech(voiceless, "Polly.Salli"); err == nil || !strings.Contains(err.Error(), "Polly.Salli") {
+		t.Fatalf("Speech with default Polly.Salli, loop 0 = %v", err)
+	}
+	if n, err := twilio.Speech(`<Response><Say>`+strings.Repeat("a", 101)+`</Say></Response>`, "Polly.Salli"); n != 2 || err != nil {
+		t.Fatalf("Speech with default Polly.Salli = %d, %v", n, err)
+	}
 	call := mustOp(t, "POST", "/Calls.json")
 	form := mustForm(t, "To=%2B14155550100&From=%2B14155550101&TimeLimit=61&Twiml="+esc(`<Response><Say voice="Polly.Amy" loop="2">hi</Say></Response>`))
-	if class, why := twilio.Classify(call, form); class != twilio.ClassPriced {
+	if class, why := twilio.Classify(call, form, ""); class != twilio.ClassPriced {
 		t.Fatalf("Classify = %s (%s)", class, why)
 	}
 	p := &twilio.Pricer{Rates: twilio.Rates{"US": {Voice: 14_000}}, SpeechPer100: 1_000}
@@ -307,8 +322,15 @@ func TestSpeech(t *testing.T) {
 		t.Fatalf("default rate: %+v", c)
 	}
 	loop0 := mustForm(t, "To=%2B14155550100&From=%2B14155550101&TimeLimit=60&Twiml="+esc(`<Response><Say voice="Polly.Amy" loop="0">hi</Say></Response>`))
-	if class, _ := twilio.Classify(call, loop0); class != twilio.ClassUnpriced {
+	if class, _ := twilio.Classify(call, loop0, "man"); class != twilio.ClassUnpriced {
 		t.Fatalf("loop 0: %s", class)
+	}
+	voiceless0 := mustForm(t, "To=%2B14155550100&From=%2B14155550101&TimeLimit=60&Twiml="+esc(`<Response><Say loop="0">hi</Say></Response>`))
+	if class, _ := twilio.Classify(call, voiceless0, ""); class != twilio.ClassUnpriced {
+		t.Fatalf("loop 0 in an undeclared default voice: %s", class)
+	}
+	if class, why := twilio.Classify(call, voiceless0, "woman"); class != twilio.ClassPriced {
+		t.Fatalf("loop 0 in a declared basic default voice: %s (%s)", class, why)
 	}
 }
 

@@ -56,7 +56,7 @@ func (c *Call) speech(seconds int) keybrake.Micros {
 
 // parseSay reads the <Say>s of twiml that Twilio bills per character:
 // those with a voice other than man or woman.
-func parseSay(twiml string) []said {
+func parseSay(twiml, defaultVoice string) []said {
 	var out []said
 	dec := xml.NewDecoder(strings.NewReader(twiml))
 	var cur *said
@@ -70,7 +70,7 @@ func parseSay(twiml string) []said {
 			if t.Name.Local != "Say" {
 				continue
 			}
-			voice, loop := "", 1
+			voice, loop := defaultVoice, 1
 			for _, a := range t.Attr {
 				switch strings.ToLower(a.Name.Local) {
 				case "voice":
@@ -198,7 +198,7 @@ func (s *Server) createCall(req *request) (any, *twilio.Error) {
 		rate = s.opts.Rates[twilio.AnyCountry]
 	}
 	c := &Call{Sid: newSid("CA"), To: to, From: from, Created: req.now, TimeLimit: limit, rate: rate.Voice, talk: s.opts.CallSeconds,
-		say: parseSay(f.Get("Twiml")), per: s.opts.SpeechPer100}
+		say: parseSay(f.Get("Twiml"), s.opts.DefaultVoice), per: s.opts.SpeechPer100}
 	c.tick(req.now)
 	s.calls = append(s.calls, c)
 	s.bySid[c.Sid] = c

@@ -38,7 +38,8 @@
 // price are set; ending it early bills the minutes so far. Prices come
 // from Options.Rates at Twilio's rules (segments × SMS rate, one MMS, or
 // started minutes × voice rate). A completed call's <Say>s in a voice
-// other than man or woman are billed apart from its price, as Twilio bills
+// other than man or woman (a <Say> without voice speaks in
+// Options.DefaultVoice, the Console's default) are billed apart from its price, as Twilio bills
 // text-to-speech: Options.SpeechPer100 per started 100 characters of each
 // repetition (loop="0" repeats for the call's duration); Billed counts
 // them. To +15005550001 is refused as invalid (21211), as with Twilio's

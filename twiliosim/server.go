@@ -42,6 +42,11 @@ type Options struct {
 	// woman costs per started 100 characters, billed apart from
 	// the call's price as Twilio bills text-to-speech; $0.03 by default.
 	SpeechPer100 keybrake.Micros
+	// DefaultVoice is the account's default text-to-speech voice, as
+	// Twilio's Console sets it: a <Say> without voice speaks in it, billed
+	// per character unless it is man or woman. "" is man, every new
+	// account's default.
+	DefaultVoice string
 	// NoMMS are To prefixes (+1555…) of carriers that take no MMS: an MMS
 	// to them is sent as Twilio's MMS Converter sends it, an SMS of the
 	// body and a link to each medium, billed by the segment.

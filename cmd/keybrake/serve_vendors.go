@@ -32,6 +32,7 @@ type VendorConfig struct {
 	TwilioMaxCall  int           // --twilio-max-call-seconds
 	TwilioSkew     time.Duration // --twilio-lookup-skew
 	TwilioSpeech   string        // --twilio-speech-per-100, USD
+	TwilioVoice    string        // --twilio-default-voice
 	ResendUpstream string        // --resend-upstream
 	ResendPerEmail string        // --resend-per-email, USD
 	ResendPerRcpt  string        // --resend-per-recipient, USD
@@ -42,6 +43,7 @@ func vendorFlags(fs *flag.FlagSet, env Env, c *VendorConfig) {
 	fs.StringVar(&c.TwilioRates, "twilio-rates", envDefault(env, "KEYBRAKE_TWILIO_RATES", ""), "file of per-country Twilio rates, one country a line (\"US sms=0.0110 voice=0.0140\"); unset = an example table (KEYBRAKE_TWILIO_RATES)")
 	fs.IntVar(&c.TwilioMaxCall, "twilio-max-call-seconds", envInt(env, "KEYBRAKE_TWILIO_MAX_CALL_SECONDS", 0), "longest call a key may place; calls without TimeLimit are priced at it and get it as TimeLimit (KEYBRAKE_TWILIO_MAX_CALL_SECONDS)")
 	fs.StringVar(&c.TwilioSpeech, "twilio-speech-per-100", envDefault(env, "KEYBRAKE_TWILIO_SPEECH_PER_100", twilio.DefaultSpeechPer100.String()), "USD reserved per started 100 characters a call's <Say> speaks in a voice other than man or woman, per loop (KEYBRAKE_TWILIO_SPEECH_PER_100)")
+	fs.StringVar(&c.TwilioVoice, "twilio-default-voice", envDefault(env, "KEYBRAKE_TWILIO_DEFAULT_VOICE", ""), "the Twilio account's default text-to-speech voice, as its Console sets it; a <Say> without voice speaks in it. Unset prices such a <Say> like Polly; man or woman makes it free (KEYBRAKE_TWILIO_DEFAULT_VOICE)")
 	fs.DurationVar(&c.TwilioSkew, "twilio-lookup-skew", envDuration(env, "KEYBRAKE_TWILIO_LOOKUP_SKEW", time.Minute), "margin of the lookup of a Twilio create whose answer was lost, for clock skew and Twilio's list catching up; it is looked up once --upstream-timeout plus twice this has passed (KEYBRAKE_TWILIO_LOOKUP_SKEW)")
 	fs.StringVar(&c.ResendUpstream, "resend-upstream", envDefault(env, "KEYBRAKE_RESEND_UPSTREAM", "https://api.resend.com"), "Resend API base URL (KEYBRAKE_RESEND_UPSTREAM)")
 	// Resend counts every to, cc and bcc address as one email of the quota
@@ -72,7 +74,7 @@ func (m *ServeMain) openVendors(s *khttp.Server) error {
 	if err != nil || speech <= 0 {
 		return fmt.Errorf("invalid --twilio-speech-per-100 %q (KEYBRAKE_TWILIO_SPEECH_PER_100): want dollars above zero, like 0.05", c.TwilioSpeech)
 	}
-	tw := &khttp.TwilioConfig{Rates: rates, MaxCallSeconds: c.TwilioMaxCall, LookupSkew: c.TwilioSkew, SpeechPer100: speech,
+	tw := &khttp.TwilioConfig{Rates: rates, MaxCallSeconds: c.TwilioMaxCall, LookupSkew: c.TwilioSkew, SpeechPer100: speech, DefaultVoice: c.TwilioVoice,
 		AccountSid: strings.TrimSpace(env.Getenv("TWILIO_ACCOUNT_SID")), Secret: strings.TrimSpace(env.Getenv("TWILIO_AUTH_TOKEN"))}
 	if k := strings.TrimSpace(env.Getenv("TWILIO_API_KEY")); k != "" {
 		tw.APIKeySid, tw.Secret = k, strings.TrimSpace(env.Getenv("TWILIO_API_SECRET"))
