@@ -135,3 +135,25 @@ func TestAttackWorker_PendingChargeReadAsDeclined(t *testing.T) {
 		MustResult(t, res, billing.OutcomeCharged, billing.ActionAck)
 	})
 }
+
+// TestAttackWorker_DecomposedCustomerIDChargedTwice: a producer that
+// re-published a bill after a round trip through a system writing Unicode
+// decomposed (NFD, as macOS file names and some JavaScript do) sent
+// "José" as J-o-s-e-U+0301; the key hashed other bytes and Stripe charged
+// the bill a second time. A byte-order mark a CSV left on the ID did the
+// same. Such IDs are now refused (dead-lettered), not charged.
+func TestAttackWorker_DecomposedCustomerIDChargedTwice(t *testing.T) {
+	ctx := context.Background()
+	e := MustEnv(t)
+	first := EventJSON("José", "2026-11", 4200)
+	MustResult(t, e.Processor("w").Process(ctx, []byte(first)), billing.OutcomeCharged, billing.ActionAck)
+	for _, again := range []string{EventJSON("Jose\u0301", "2026-11", 4200), EventJSON("\ufeffJosé", "2026-11", 4200)} {
+		res := e.Processor("w").Process(ctx, []byte(again))
+		if res.Action == billing.ActionAck && res.Outcome == billing.OutcomeCharged {
+			t.Errorf("%q: %+v, a second charge for one bill", again, res)
+		}
+	}
+	if n := len(e.Charges()); n != 1 {
+		t.Fatalf("%d charges for one bill", n)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/stripe"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Limits of the wire format.
@@ -40,6 +41,7 @@ const (
 //
 //	{
 //	  "customer_id":     "acct_42",          required; your customer, 1-255 printable characters
+//	                                          (every ID: Unicode NFC, no format characters)
 //	  "billing_period":  "2026-11",          required; which bill, 1-255 printable characters
 //	  "amount":          4200,               required; integer minor units, 1 to 99999999
 //	                                          (no decimals, no exponent, no quotes)
@@ -164,8 +166,27 @@ func checkID(name, v string, required bool) error {
 		return keybrake.ErrorParam(name, "%s must be at most %d bytes.", name, MaxIDLength)
 	case hasControl(v) || strings.TrimSpace(v) != v:
 		return keybrake.ErrorParam(name, "%s must be printable, without leading or trailing spaces.", name)
+	case hasFormat(v):
+		// A byte-order mark or zero-width space a producer's CSV or
+		// editor slipped in is invisible and would make another key.
+		return keybrake.ErrorParam(name, "%s must not contain invisible format characters (U+200B, U+FEFF…).", name)
+	case !norm.NFC.IsNormalString(v):
+		// "José" composed and decomposed look the same and would be two
+		// keys, two charges for one bill.
+		return keybrake.ErrorParam(name, "%s must be in Unicode normalization form C (composed characters): the same ID in another form would be another bill.", name)
 	}
 	return nil
+}
+
+// hasFormat reports whether s has a character of Unicode category Cf
+// (zero-width spaces and joiners, byte-order marks, direction marks).
+func hasFormat(s string) bool {
+	for _, r := range s {
+		if unicode.Is(unicode.Cf, r) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasControl(s string) bool {
