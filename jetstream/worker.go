@@ -90,13 +90,15 @@ type Worker struct {
 	Logger *slog.Logger     // nil discards
 	Now    func() time.Time // the clock of dead letters and floors; time.Now if nil
 
-	mu           sync.Mutex // guards consumer, ackWait, maxDeliver
+	// mu guards what bind sets: a rebind runs while the handlers, the
+	// floor recorder and the advisory callback read them.
+	mu           sync.Mutex
 	consumer     jsapi.Consumer
 	ackWait      time.Duration
 	maxDeliver   int
-	rebindMu     sync.Mutex
 	stream       jsapi.Stream
-	streamCreate time.Time
+	streamCreate time.Time // of the bound stream: recorded in its floors
+	rebindMu     sync.Mutex
 	advisory     interface{ Unsubscribe() error }
 
 	stop       chan struct{}
