@@ -23,12 +23,11 @@ func (w *Worker) bind(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jetstream worker: stream %q: %w", w.Stream, err)
 	}
-	w.stream = st
-	w.streamCreate = st.CachedInfo().Created
+	created := st.CachedInfo().Created
 	cons, err := st.Consumer(ctx, w.Durable)
 	switch {
 	case err == nil:
-		cons, err = w.adopt(ctx, cons)
+		cons, err = w.adopt(ctx, st, cons)
 	case errors.Is(err, jsapi.ErrConsumerNotFound):
 		cons, err = w.create(ctx, st)
 	default:
@@ -38,13 +37,13 @@ func (w *Worker) bind(ctx context.Context) error {
 		return err
 	}
 	ci := cons.CachedInfo()
-	w.setConsumer(cons, ci.Config.AckWait, ci.Config.MaxDeliver)
-	return w.saveFloor(ctx, ci.AckFloor.Stream)
+	w.setConsumer(st, created, cons, ci.Config.AckWait, ci.Config.MaxDeliver)
+	return w.saveFloor(ctx, created, ci.AckFloor.Stream)
 }
 
 // adopt checks an existing durable and updates its AckWait and MaxDeliver;
 // its position is left alone.
-func (w *Worker) adopt(ctx context.Context, cons jsapi.Consumer) (jsapi.Consumer, error) {
+func (w *Worker) adopt(ctx context.Context, st jsapi.Stream, cons jsapi.Consumer) (jsapi.Consumer, error) {
 	cfg := cons.CachedInfo().Config
 	switch {
 	case cfg.DeliverSubject != "":
@@ -58,7 +57,7 @@ func (w *Worker) adopt(ctx context.Context, cons jsapi.Consumer) (jsapi.Consumer
 		return cons, nil
 	}
 	cfg.AckWait, cfg.MaxDeliver = w.AckWait, w.MaxDeliver
-	cons, err := w.stream.UpdateConsumer(ctx, cfg)
+	cons, err := st.UpdateConsumer(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream worker: update durable %q: %w", w.Durable, err)
 	}
@@ -106,7 +105,7 @@ func (w *Worker) create(ctx context.Context, st jsapi.Stream) (jsapi.Consumer, e
 		// Another worker created it first.
 		cons, err = st.Consumer(ctx, w.Durable)
 		if err == nil {
-			return w.adopt(ctx, cons)
+			return w.adopt(ctx, st, cons)
 		}
 	}
 	if err != nil {
@@ -122,10 +121,12 @@ func filters(cfg jsapi.ConsumerConfig) string {
 	return strings.Join(cfg.FilterSubjects, ",")
 }
 
-// setConsumer swaps in cons and its settings.
-func (w *Worker) setConsumer(cons jsapi.Consumer, ackWait time.Duration, maxDeliver int) {
+// setConsumer swaps in the stream st (created at created), its consumer
+// cons and cons's settings.
+func (w *Worker) setConsumer(st jsapi.Stream, created time.Time, cons jsapi.Consumer, ackWait time.Duration, maxDeliver int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.stream, w.streamCreate = st, created
 	w.consumer, w.ackWait, w.maxDeliver = cons, ackWait, maxDeliver
 	if w.maxDeliver < 0 {
 		w.maxDeliver = 0
@@ -137,6 +138,13 @@ func (w *Worker) current() (jsapi.Consumer, time.Duration, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.consumer, w.ackWait, w.maxDeliver
+}
+
+// bound returns the bound stream, its creation time and the consumer.
+func (w *Worker) bound() (jsapi.Stream, time.Time, jsapi.Consumer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stream, w.streamCreate, w.consumer
 }
 
 // rebind binds the durable again after it disappeared under a running
@@ -156,9 +164,10 @@ func (w *Worker) rebind(failed jsapi.Consumer) {
 	}
 }
 
-// saveFloor records seq as the durable's ack floor.
-func (w *Worker) saveFloor(ctx context.Context, seq uint64) error {
-	f := Floor{StreamSeq: seq, StreamCreated: w.streamCreate, UpdatedAt: w.Now().UTC()}
+// saveFloor records seq as the durable's ack floor in the stream created
+// at created.
+func (w *Worker) saveFloor(ctx context.Context, created time.Time, seq uint64) error {
+	f := Floor{StreamSeq: seq, StreamCreated: created, UpdatedAt: w.Now().UTC()}
 	if err := w.Floors.SaveFloor(ctx, w.Stream, w.Durable, f); err != nil {
 		return fmt.Errorf("jetstream worker: record ack floor: %w", err)
 	}
@@ -210,7 +219,7 @@ func (w *Worker) recordFloors() {
 // recordFloor records the consumer's ack floor and reports whether it
 // moved since the last record and still trails the delivered messages.
 func (w *Worker) recordFloor() (again bool) {
-	cons, _, _ := w.current()
+	_, created, cons := w.bound()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ci, err := cons.Info(ctx)
@@ -218,7 +227,7 @@ func (w *Worker) recordFloor() (again bool) {
 		w.Logger.Warn("jetstream ack floor not recorded", "stream", w.Stream, "durable", w.Durable, "err", err)
 		return false
 	}
-	if err := w.saveFloor(ctx, ci.AckFloor.Stream); err != nil {
+	if err := w.saveFloor(ctx, created, ci.AckFloor.Stream); err != nil {
 		w.Logger.Warn("jetstream ack floor not recorded", "stream", w.Stream, "durable", w.Durable, "err", err)
 	}
 	moved := ci.AckFloor.Stream != w.lastFloor
@@ -271,7 +280,8 @@ func (w *Worker) onAdvisory(m *nats.Msg) {
 	log := w.Logger.With("stream", a.Stream, "durable", a.Consumer, "stream_seq", a.StreamSeq, "num_delivered", a.Deliveries)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	raw, err := w.stream.GetMsg(ctx, a.StreamSeq)
+	st, _, _ := w.bound()
+	raw, err := st.GetMsg(ctx, a.StreamSeq)
 	if err != nil {
 		log.Error("jetstream message that exhausted its deliveries cannot be read; not dead-lettered", "err", err)
 		return

@@ -66,6 +66,13 @@ func MustEnv(tb testing.TB) *Env {
 		tb.Fatal("nats server not ready")
 	}
 	e := &Env{NATS: ns, MonitorURL: "http://" + ns.MonitorAddr().String(), Clock: kbtest.NewClock(T0), Log: &SyncBuffer{}}
+	tb.Cleanup(func() {
+		// A failure under load is hard to reproduce: the workers' log says
+		// what they saw.
+		if tb.Failed() {
+			tb.Logf("worker log:\n%s", e.Log)
+		}
+	})
 
 	var simURL string
 	e.Sim, simURL = kbtest.Simulator(tb, stripesim.Options{})

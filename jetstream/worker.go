@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	jsapi "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/keybrake/keybrake/billing"
@@ -91,13 +90,15 @@ type Worker struct {
 	Logger *slog.Logger     // nil discards
 	Now    func() time.Time // the clock of dead letters and floors; time.Now if nil
 
-	mu           sync.Mutex // guards consumer, ackWait, maxDeliver
+	// mu guards what bind sets: a rebind runs while the handlers, the
+	// floor recorder and the advisory callback read them.
+	mu           sync.Mutex
 	consumer     jsapi.Consumer
 	ackWait      time.Duration
 	maxDeliver   int
-	rebindMu     sync.Mutex
 	stream       jsapi.Stream
-	streamCreate time.Time
+	streamCreate time.Time // of the bound stream: recorded in its floors
+	rebindMu     sync.Mutex
 	advisory     interface{ Unsubscribe() error }
 
 	stop       chan struct{}
@@ -245,15 +246,18 @@ func (w *Worker) Close() error {
 	return nil
 }
 
-// gone reports whether an idle fetch (a timeout, no messages) was idle
-// because the durable is gone: a durable deleted while no pull request was
-// pending never answers one with "consumer deleted", so every later pull
-// just times out. Checking costs one consumer-info call per idle
-// FetchWait.
+// gone reports whether a pull that brought nothing (it failed, or timed
+// out idle) did so because the durable is gone. A durable deleted while a
+// pull request is pending answers it "consumer deleted" (the caller checks
+// that); one deleted while none was pending (between two pulls, or while
+// every handler was busy) leaves no one to answer the next pull, which
+// fails at once with "no responders" and would again every second: taking
+// that for a passing fetch error stalled the worker for good. So any
+// unproductive pull is followed by one consumer-info request, which is
+// answered "consumer not found" whatever the pull's error was. A failed
+// check (the info request timed out under load) is not a verdict: the next
+// unproductive pull checks again.
 func (w *Worker) gone(cons jsapi.Consumer, err error) bool {
-	if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jsapi.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
 	select {
 	case <-w.stop:
 		return false
@@ -262,7 +266,13 @@ func (w *Worker) gone(cons jsapi.Consumer, err error) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), w.FetchWait)
 	defer cancel()
 	_, ierr := cons.Info(ctx)
-	return errors.Is(ierr, jsapi.ErrConsumerNotFound) || errors.Is(ierr, jsapi.ErrConsumerDeleted)
+	if errors.Is(ierr, jsapi.ErrConsumerNotFound) || errors.Is(ierr, jsapi.ErrConsumerDeleted) {
+		return true
+	}
+	if ierr != nil {
+		w.Logger.Debug("jetstream durable not checked; checking again after the next unproductive fetch", "stream", w.Stream, "durable", w.Durable, "fetch_err", err, "err", ierr)
+	}
+	return false
 }
 
 // pause waits d or until Close.

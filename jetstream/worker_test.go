@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,6 +256,66 @@ func TestWorker_DurableDeletedWhileRunning(t *testing.T) {
 		t.Fatalf("handled %q, want each event once", got)
 	}
 	e.MustChargesPerEvent(t, a, b)
+}
+
+// A durable deleted while the worker has no pull request pending (its only
+// handler busy, or between two pulls): the next pull finds no consumer to
+// answer it and fails at once with "no responders", neither "consumer
+// deleted" nor a timeout. The worker took it for a passing fetch error and
+// retried every second forever, so no event was billed again until a
+// restart (the flake of TestWorker_DurableDeletedWhileRunning under load,
+// when the delete fell between two pulls). The worker now asks the server
+// whether the durable still exists after any failed pull, and recreates it
+// from the ack floor: the event in flight during the delete comes back (the
+// ledger answers already_done) and the one published after it is charged.
+func TestWorker_DurableDeletedWhileNoPullPending(t *testing.T) {
+	e := MustEnv(t)
+	ctx := context.Background()
+	a, x, b := EventJSON("acct_1", "2026-11", 100), EventJSON("acct_2", "2026-11", 200), EventJSON("acct_3", "2026-11", 300)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	p := e.Processor("w")
+	rec := NewRecorder(jetstream.HandlerFunc(func(ctx context.Context, body []byte) billing.Result {
+		if string(body) == x {
+			once.Do(func() { close(reached); <-release })
+		}
+		return p.Process(ctx, body)
+	}))
+	w := e.Worker(t, "billing", rec)
+	w.Concurrency = 1 // while its handler runs, the worker has no pull pending
+	MustOpen(t, w)
+	e.Publish(t, a)
+	rec.MustResults(t, 1)
+	WaitFor(t, "the floor at 1", func() bool {
+		f, err := w.Floor(ctx)
+		return err == nil && f.StreamSeq == 1
+	})
+	e.Publish(t, x)
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker never handled the second event")
+	}
+	opened := len(e.Log.String())
+	if err := e.JS(t).DeleteConsumer(ctx, stream, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	e.Publish(t, b)
+	close(release) // x is charged; its ack goes nowhere
+
+	rs := rec.MustResults(t, 3)
+	if rs[0].Outcome != billing.OutcomeCharged || rs[1].Outcome != billing.OutcomeAlreadyDone || rs[2].Outcome != billing.OutcomeCharged {
+		t.Fatalf("results = %+v, want x charged, x already done, b charged", rs)
+	}
+	if got := rec.Bodies(); !slices.Equal(got, []string{a, x, x, b}) {
+		t.Fatalf("handled %q, want a, x, x again from the floor, b", got)
+	}
+	// Recreated from the floor: from the start policy (DeliverNew), b,
+	// published before the recreate, would never be billed.
+	if log := e.Log.String()[opened:]; !strings.Contains(log, "recreating it from the recorded ack floor") || strings.Contains(log, "explicit start policy") {
+		t.Fatalf("the durable was not recreated from the ack floor:\n%s", log)
+	}
+	e.MustChargesPerEvent(t, a, x, b)
 }
 
 // Seed failure mode 2, JetStream flavour: two durables on one subject each
