@@ -1,8 +1,11 @@
 package http_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/keybrake/keybrake/stripesim"
 )
 
 // invoices.create was free with auto_advance=false: the draft "cannot
@@ -41,5 +44,70 @@ func TestAttackInvoices_DraftTakesPendingCredit(t *testing.T) {
 		if got := e.Spend(t, a.keyID).Total; got != 0 {
 			t.Fatalf("spend %s", got)
 		}
+	})
+}
+
+// A charge whose answer keybrake lost stays counted (uncertain) until the
+// resolver finds out what became of it: by replaying it inside Stripe's
+// 24-hour idempotency window, past it by searching for the
+// metadata[keybrake_idempotency_key] tag keybrake puts on the charge, and
+// "no object found" releases the reservation. Replays can fail for a day
+// (Stripe saves and replays a request's 500 for 24 hours; a rate-limited
+// account answers 429). Meanwhile the key holder, who got keybrake's 502
+// and can list its charges, removed the tag from the $90 charge with a free
+// charges.update (metadata[keybrake_idempotency_key]=, or metadata= which
+// clears every key), and the resolver released the reservation: $90 moved,
+// $0 counted. With a second key it did not even need the edit: once Stripe
+// had forgotten the Idempotency-Key, the other key's declined charge under
+// the same key carried the same tag, and the search's first hit, a failed
+// charge, released the $90 too. The tag is now keybrake's alone: a write
+// to a charge or payment intent may not set, unset or clear it; and a search
+// that finds more than one object leaves the reservation counted for an
+// operator.
+func TestAttackResolver_MetadataTagEdited(t *testing.T) {
+	lose := func(t *testing.T, e *Env, a *attacker) stripesim.Charge {
+		t.Helper()
+		e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultCutAfter, Count: 1})
+		if status, v := a.call(t, "POST", "/v1/charges", "amount=9000&currency=usd&source=tok_visa", Header{"Idempotency-Key", "order-7"}); status != 502 {
+			t.Fatalf("charge with its answer cut: %d %v", status, v)
+		}
+		chs := e.Sim.GroundTruth().Charges
+		if len(chs) != 1 || chs[0].Metadata["keybrake_idempotency_key"] != "order-7" {
+			t.Fatalf("charges upstream: %+v", chs)
+		}
+		return chs[0]
+	}
+	t.Run("Edited", func(t *testing.T) {
+		eachStore(t, func(t *testing.T, e *Env) {
+			a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+			ch := lose(t, e, a)
+			unset, _ := a.call(t, "POST", "/v1/charges/"+ch.ID, "metadata[keybrake_idempotency_key]=")
+			cleared, _ := a.call(t, "POST", "/v1/charges/"+ch.ID, "metadata=")
+			other, _ := a.call(t, "POST", "/v1/charges/"+ch.ID, "metadata[keybrake_idempotency_key]=order-8")
+			// Edits of other metadata stay free.
+			a.must(t, 200, "POST", "/v1/charges/"+ch.ID, "metadata[order]=7&description=x")
+			e.Clock.Advance(25 * time.Hour)
+			e.MustResolve(t)
+			a.wantMoneyComplete(t, 10000)
+			if unset != 400 || cleared != 400 || other != 400 {
+				t.Fatalf("tag edits: %d (unset), %d (metadata=), %d (another value); want 400", unset, cleared, other)
+			}
+		})
+	})
+	t.Run("SecondKey", func(t *testing.T) {
+		eachStore(t, func(t *testing.T, e *Env) {
+			a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+			b := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+			lose(t, e, a)
+			e.Clock.Advance(25 * time.Hour)
+			b.must(t, 402, "POST", "/v1/charges", "amount=100&currency=usd&source=tok_chargeDeclined", Header{"Idempotency-Key", "order-7"})
+			for i := 0; i < 3; i++ {
+				if _, err := e.Server.Resolve(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				e.Clock.Advance(3 * time.Minute)
+			}
+			a.wantMoneyComplete(t, 10000)
+		})
 	})
 }

@@ -195,6 +195,13 @@ func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation)
 	if len(result.Data) == 0 {
 		return VendorOutcome{Final: true, State: keybrake.StateReleased, Status: status, Reason: "no object found by metadata after the idempotency window; released"}, nil
 	}
+	if len(result.Data) > 1 {
+		// The tag is the client's Idempotency-Key, which another vault key
+		// (or this one, once Stripe forgot it) may send again: which object
+		// is this request's is not known, and reading the wrong one could
+		// release money that moved.
+		return VendorOutcome{Status: status, Reason: fmt.Sprintf("%d objects carry the metadata tag after the idempotency window; an operator must reconcile it", len(result.Data))}, nil
+	}
 	o := stripeOutcome(s.Rates, stripe.ReadOutcome(result.Data[0]))
 	o.Status, o.Reason = status, o.Reason+" from the object found by metadata"
 	return o, nil

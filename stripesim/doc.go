@@ -9,6 +9,7 @@
 //	POST /v1/customers                       GET /v1/customers/{id}
 //	POST /v1/customers/{id}                  (email, name, source, invoice_settings[default_payment_method]…)
 //	POST /v1/charges                         GET /v1/charges/{id}
+//	POST /v1/charges/{id}                    (description, metadata)
 //	POST /v1/charges/{id}/capture            (amount: partial capture releases the rest)
 //	GET  /v1/charges?customer=&created[gte]=&limit=&starting_after=&ending_before=
 //	GET  /v1/charges/search?query=metadata['order']:'42'
