@@ -111,3 +111,30 @@ func TestAttackResolver_MetadataTagEdited(t *testing.T) {
 		})
 	})
 }
+
+// tax.settings.update and tax registrations were free ("tax settings; no
+// payment is made"), while prices.update with tax_behavior is unpriced
+// because it changes what existing integrations charge. The account's
+// default tax behavior applies to every price without one: turned from
+// inclusive to exclusive, every subscription and invoice with automatic
+// tax adds the tax on top of what it collected before, by itself, on
+// every renewal; a registration makes Stripe Tax collect tax in one more
+// jurisdiction on those same invoices (up to 27% in Hungary). A key capped
+// at $10 without allow_unpriced raised, with free writes, what every
+// automatic-tax subscription of the account charges. These writes are now
+// unpriced.
+func TestAttackTax_SettingsRaiseSelfCollectingInvoices(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
+		for _, c := range []struct{ path, body string }{
+			{"/v1/tax/settings", "defaults[tax_behavior]=exclusive"},
+			{"/v1/tax/settings", "head_office[address][country]=US&head_office[address][state]=TX&head_office[address][postal_code]=78701"},
+			{"/v1/tax/registrations", "country=HU&country_options[hu][type]=standard&active_from=now"},
+			{"/v1/tax/registrations/taxreg_1", "active_from=now"},
+		} {
+			if status, v := a.call(t, "POST", c.path, c.body); status != 403 {
+				t.Errorf("POST %s %q: %d %v, want the unpriced 403", c.path, c.body, status, v)
+			}
+		}
+	})
+}
