@@ -138,3 +138,34 @@ func TestAttackTax_SettingsRaiseSelfCollectingInvoices(t *testing.T) {
 		}
 	})
 }
+
+// The resolver released a lost answer's reservation on any 4xx to its
+// replay, taking it for the answer Stripe saved. But Stripe answers 401 or
+// 403 before its idempotency layer, and saves no such answer: the key can
+// no longer reach the account. A key holder whose $90 charge on its own
+// connected account (Stripe-Account) lost its answer disconnected that
+// account from the platform (a Standard account can, from its own
+// Dashboard; a Custom one with an empty balance is deleted by a free
+// accounts.delete): every replay was answered 403, and the resolver
+// released the reservation, $90 moved and $0 counted. A 401 or 403 now
+// leaves the reservation counted, for the resolver's next pass or an
+// operator.
+func TestAttackResolver_AccountGoneReleases(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+		acct := Header{"Stripe-Account", "acct_1Attacker"}
+		e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultCutAfter, Count: 1})
+		if status, v := a.call(t, "POST", "/v1/charges", "amount=9000&currency=usd&source=tok_visa", acct); status != 502 {
+			t.Fatalf("charge with its answer cut: %d %v", status, v)
+		}
+		// The account is gone for keybrake's key: Stripe answers 403.
+		e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultFailBefore, Status: 403})
+		for i := 0; i < 3; i++ {
+			if _, err := e.Server.Resolve(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			e.Clock.Advance(3 * time.Minute)
+		}
+		a.wantMoneyComplete(t, 10000)
+	})
+}

@@ -110,6 +110,13 @@ func (s *Server) resolveStripe(ctx context.Context, rsv *keybrake.Reservation) (
 		return o, nil
 	case status == http.StatusConflict || status == http.StatusTooManyRequests:
 		return VendorOutcome{Status: status, Reason: fmt.Sprintf("upstream answered %d; will retry", status)}, nil
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		// Stripe checks the key and its access to the account before the
+		// idempotency layer, and saves no answer of this kind: the replay
+		// says nothing of what the first request did, only that keybrake's
+		// key cannot reach the account now (rotated, revoked, or the
+		// connected account disconnected from the platform or deleted).
+		return VendorOutcome{Status: status, Reason: fmt.Sprintf("upstream answered %d: keybrake's key cannot reach the account now; will retry", status)}, nil
 	case status >= 400 && status < 500:
 		if o, ok := s.stripeLeftover(body); ok { // leftover.go
 			o.Status, o.Reason = status, leftoverReason(status, o.Reason)
