@@ -212,13 +212,15 @@ func (p *payables) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // took the customer's $900 of pending items and sent it: the invoice
 // opened, payable on its hosted page, with nothing reserved, and the
 // customer's payment moved $900 past the cap. invoices.send is now
-// unpriced, like invoices.finalize.
+// unpriced, like invoices.finalize. (Such a draft is no longer free
+// either, TestAttackInvoices_DraftTakesPendingCredit; here the draft is
+// somebody else's, parked with auto_advance=false.)
 func TestAttackInvoices_SendFinalizesDraft(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *Env) {
 		a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"]}`)
 		_, cus := directPost(t, e, "/v1/customers", "email=payer@example.com")
 		directPost(t, e, "/v1/invoiceitems", "customer="+id(cus)+"&amount=90000&currency=usd")
-		inv := a.must(t, 200, "POST", "/v1/invoices", "customer="+id(cus)+"&auto_advance=false&collection_method=send_invoice&days_until_due=7&pending_invoice_items_behavior=include")
+		_, inv := directPost(t, e, "/v1/invoices", "customer="+id(cus)+"&auto_advance=false&collection_method=send_invoice&days_until_due=7&pending_invoice_items_behavior=include")
 		if inv["status"] != "draft" || fmt.Sprint(inv["amount_due"]) != "90000" {
 			t.Fatalf("draft: %v", inv)
 		}

@@ -281,6 +281,26 @@ func tagged(op stripe.Operation) bool {
 	return false
 }
 
+// checkTagKept returns EINVALID naming the parameter if a write to an
+// existing charge or payment intent would set, unset or clear the
+// metadata tag keybrake put on it when it was created (checkTag): past
+// Stripe's idempotency window the resolver finds the object of a lost
+// answer by that tag alone, and releases the reservation when nothing
+// carries it. Other metadata keys are the client's.
+func checkTagKept(op stripe.Operation, form *stripe.Form) error {
+	if op.Action == "create" || op.Resource != "charges" && op.Resource != "payment_intents" || !form.Has("metadata") {
+		return nil
+	}
+	md, ok := form.Tree["metadata"].(map[string]any)
+	if !ok {
+		return keybrake.ErrorParam("metadata", "keybrake tags %s objects with metadata[%s], so metadata must be a hash of keys and values here; it may not be cleared.", op.Resource, metadataKey)
+	}
+	if _, ok := md[metadataKey]; ok {
+		return keybrake.ErrorParam("metadata["+metadataKey+"]", "metadata[%s] is keybrake's own and may not be changed or unset.", metadataKey)
+	}
+	return nil
+}
+
 // stripeMetadataKeys is Stripe's limit on keys in one object's metadata.
 const stripeMetadataKeys = 50
 

@@ -119,6 +119,10 @@ var mcpTools = []*mcpTool{
 		build: func(a map[string]any, f url.Values) error {
 			f.Set("collection_method", "send_invoice")
 			f.Set("auto_advance", "false")
+			// The draft takes none of the customer's pending items, which
+			// would leave the next invoice (a credit among them raises it):
+			// create_invoice_item adds lines to this draft by its ID.
+			f.Set("pending_invoice_items_behavior", "exclude")
 			if _, ok := a["days_until_due"]; !ok {
 				f.Set("days_until_due", "30")
 			}

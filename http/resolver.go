@@ -110,6 +110,13 @@ func (s *Server) resolveStripe(ctx context.Context, rsv *keybrake.Reservation) (
 		return o, nil
 	case status == http.StatusConflict || status == http.StatusTooManyRequests:
 		return VendorOutcome{Status: status, Reason: fmt.Sprintf("upstream answered %d; will retry", status)}, nil
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		// Stripe checks the key and its access to the account before the
+		// idempotency layer, and saves no answer of this kind: the replay
+		// says nothing of what the first request did, only that keybrake's
+		// key cannot reach the account now (rotated, revoked, or the
+		// connected account disconnected from the platform or deleted).
+		return VendorOutcome{Status: status, Reason: fmt.Sprintf("upstream answered %d: keybrake's key cannot reach the account now; will retry", status)}, nil
 	case status >= 400 && status < 500:
 		if o, ok := s.stripeLeftover(body); ok { // leftover.go
 			o.Status, o.Reason = status, leftoverReason(status, o.Reason)
@@ -194,6 +201,13 @@ func (s *Server) resolveBySearch(ctx context.Context, rsv *keybrake.Reservation)
 	}
 	if len(result.Data) == 0 {
 		return VendorOutcome{Final: true, State: keybrake.StateReleased, Status: status, Reason: "no object found by metadata after the idempotency window; released"}, nil
+	}
+	if len(result.Data) > 1 {
+		// The tag is the client's Idempotency-Key, which another vault key
+		// (or this one, once Stripe forgot it) may send again: which object
+		// is this request's is not known, and reading the wrong one could
+		// release money that moved.
+		return VendorOutcome{Status: status, Reason: fmt.Sprintf("%d objects carry the metadata tag after the idempotency window; an operator must reconcile it", len(result.Data))}, nil
 	}
 	o := stripeOutcome(s.Rates, stripe.ReadOutcome(result.Data[0]))
 	o.Status, o.Reason = status, o.Reason+" from the object found by metadata"

@@ -109,6 +109,9 @@ func (v *stripeVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 		if err := checkTag(op, form, env.IdempotencyKey); err != nil {
 			return nil, err
 		}
+		if err := checkTagKept(op, form); err != nil {
+			return nil, err
+		}
 		req.Body, req.IdempotencyKey, req.Idempotent = a.Body, env.IdempotencyKey, true
 	} else {
 		req.RawQuery = a.RawQuery

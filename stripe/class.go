@@ -185,9 +185,17 @@ func customerUpdateFree(f *Form) bool {
 // invoiceStaysDraft requires auto_advance=false said explicitly: its
 // default has changed between API versions, and a client chooses the
 // version with Stripe-Version, so an absent auto_advance may mean true.
+// It requires pending_invoice_items_behavior=exclude said explicitly too:
+// a draft that takes the customer's pending items takes them from the next
+// invoice, a subscription's renewal included, and a pending credit parked
+// on a draft that never advances raises what that invoice collects by
+// itself, as deleting the credit does (invoiceitems.delete). Before API
+// version 2022-08-01 an absent pending_invoice_items_behavior included
+// them.
 func invoiceStaysDraft(f *Form) bool {
 	v, ok := f.Get("auto_advance")
-	return ok && v == "false" && !f.Has("automatically_finalizes_at") && !f.Has("from_invoice")
+	p, sent := f.Get("pending_invoice_items_behavior")
+	return ok && v == "false" && sent && p == "exclude" && !f.Has("automatically_finalizes_at") && !f.Has("from_invoice")
 }
 
 func invoiceUpdateFree(f *Form) bool {

@@ -131,9 +131,17 @@ func TestClassifyBody(t *testing.T) {
 		unpriced     []string // bodies that are ClassUnpriced
 	}{
 		{"POST", "/v1/invoices",
-			[]string{"auto_advance=false", "customer=cus_1&auto_advance=false", "customer=cus_1&auto_advance=false&collection_method=send_invoice&days_until_due=30", "customer=cus_1&auto_advance=false&collection_method=charge_automatically"},
-			// auto_advance's default changed between API versions: absent is not free.
-			[]string{"", "customer=cus_1", "customer=cus_1&collection_method=send_invoice&days_until_due=30", "auto_advance=true", "auto_advance=", "auto_advance=False", "auto_advance[x]=false", "automatically_finalizes_at=1900000000", "from_invoice[invoice]=in_1&from_invoice[action]=revision"}},
+			[]string{"auto_advance=false&pending_invoice_items_behavior=exclude", "customer=cus_1&auto_advance=false&pending_invoice_items_behavior=exclude",
+				"customer=cus_1&auto_advance=false&pending_invoice_items_behavior=exclude&collection_method=send_invoice&days_until_due=30",
+				"customer=cus_1&auto_advance=false&pending_invoice_items_behavior=exclude&collection_method=charge_automatically"},
+			// auto_advance's default changed between API versions: absent is not free; so did
+			// pending_invoice_items_behavior's, and a draft that takes pending items takes a credit
+			// from the next invoice.
+			[]string{"", "customer=cus_1", "customer=cus_1&collection_method=send_invoice&days_until_due=30", "auto_advance=true", "auto_advance=", "auto_advance=False", "auto_advance[x]=false",
+				"automatically_finalizes_at=1900000000", "from_invoice[invoice]=in_1&from_invoice[action]=revision",
+				"customer=cus_1&auto_advance=false", "customer=cus_1&auto_advance=false&pending_invoice_items_behavior=include",
+				"customer=cus_1&auto_advance=false&pending_invoice_items_behavior=", "customer=cus_1&auto_advance=false&pending_invoice_items_behavior=Exclude",
+				"customer=cus_1&auto_advance=false&pending_invoice_items_behavior[x]=exclude", "auto_advance=true&pending_invoice_items_behavior=exclude"}},
 		{"POST", "/v1/invoices/in_1",
 			[]string{"", "description=x&metadata[a]=b", "auto_advance=false", "collection_method=send_invoice&days_until_due=7", "default_payment_method=pm_1"},
 			[]string{"auto_advance=true", "auto_advance=", "collection_method=charge_automatically", "collection_method=", "discounts[0][coupon]=c", "discounts=", "shipping_cost[shipping_rate]=shr_1", "application_fee_amount=100", "transfer_data[destination]=acct_1", "default_tax_rates[]=txr_1", "automatically_finalizes_at=1", "some_new_param=1"}},

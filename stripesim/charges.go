@@ -115,6 +115,40 @@ func createCharge(s *Server, c *call) (any, *apiError) {
 	return ch, nil
 }
 
+// updateCharge serves POST /v1/charges/{id}: its description and
+// metadata (a key sent empty is unset, metadata= clears them all, as on
+// Stripe). Its amount is not editable.
+func updateCharge(s *Server, c *call) (any, *apiError) {
+	f := c.form
+	if aerr := allow(f, "description", "metadata", "receipt_email"); aerr != nil {
+		return nil, aerr
+	}
+	ch, ok := lookup(s.st, s.st.charges, c.scope, c.id)
+	if !ok {
+		return nil, errNoSuch(http.StatusNotFound, "charge", "id", c.id)
+	}
+	upd := *ch
+	if v, sent, aerr := str(f, "description"); aerr != nil {
+		return nil, aerr
+	} else if sent {
+		upd.Description = v
+	}
+	if _, _, aerr := str(f, "receipt_email"); aerr != nil {
+		return nil, aerr
+	}
+	md, aerr := metadataParam(f)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if _, cleared := f.Tree["metadata"].(string); cleared { // metadata= (metadataParam refused any other string)
+		upd.Metadata = map[string]string{}
+	} else if md != nil {
+		upd.Metadata = mergeMetadata(ch.Metadata, md)
+	}
+	*ch = upd
+	return ch, nil
+}
+
 // retrieveCharge serves GET /v1/charges/{id}.
 func retrieveCharge(s *Server, c *call) (any, *apiError) {
 	if aerr := noParams(c.form); aerr != nil {

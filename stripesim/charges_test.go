@@ -314,3 +314,23 @@ func TestSearchCharges(t *testing.T) {
 		}
 	})
 }
+
+func TestUpdateCharge(t *testing.T) {
+	e := MustEnv(t)
+	ch := e.do(t, "POST", "/v1/charges", "amount=500&currency=usd&source=tok_visa&metadata[a]=1&metadata[b]=2").object(t)
+	id := ch["id"].(string)
+	up := e.do(t, "POST", "/v1/charges/"+id, "description=x&metadata[a]=&metadata[c]=3").object(t)
+	md := up["metadata"].(map[string]any)
+	if up["description"] != "x" || md["a"] != nil || md["b"] != "2" || md["c"] != "3" || up["amount"] != float64(500) {
+		t.Fatalf("update = %v", up)
+	}
+	if cleared := e.do(t, "POST", "/v1/charges/"+id, "metadata=").object(t); len(cleared["metadata"].(map[string]any)) != 0 {
+		t.Fatalf("metadata= left %v", cleared["metadata"])
+	}
+	if r := e.do(t, "POST", "/v1/charges/"+id, "amount=100"); r.status != 400 || r.apiError(t).Error.Param != "amount" {
+		t.Fatalf("amount update: %d %s", r.status, r.body)
+	}
+	if r := e.do(t, "POST", "/v1/charges/ch_missing", "description=x"); r.status != 404 {
+		t.Fatalf("missing charge: %d %s", r.status, r.body)
+	}
+}

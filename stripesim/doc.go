@@ -9,6 +9,7 @@
 //	POST /v1/customers                       GET /v1/customers/{id}
 //	POST /v1/customers/{id}                  (email, name, source, invoice_settings[default_payment_method]…)
 //	POST /v1/charges                         GET /v1/charges/{id}
+//	POST /v1/charges/{id}                    (description, metadata)
 //	POST /v1/charges/{id}/capture            (amount: partial capture releases the rest)
 //	GET  /v1/charges?customer=&created[gte]=&limit=&starting_after=&ending_before=
 //	GET  /v1/charges/search?query=metadata['order']:'42'
@@ -19,9 +20,12 @@
 //	                                         instead of the amount and becomes it)
 //	POST /v1/payment_intents/{id}/cancel     POST /v1/payment_intents/{id}/increment_authorization
 //	POST /v1/invoiceitems                    GET /v1/invoiceitems/{id}
-//	                                         (amount, or pricing[price] of a one-time price and quantity:
-//	                                         amount = unit_amount × quantity)
+//	                                         (amount, negative for a credit, or pricing[price] of a
+//	                                         one-time price and quantity: amount = unit_amount × quantity)
 //	POST /v1/invoices                        GET /v1/invoices/{id}
+//	                                         (pending_invoice_items_behavior=include takes the customer's
+//	                                         pending items; not sent, it is include before Stripe-Version
+//	                                         2022-08-01 and exclude since)
 //	POST /v1/invoices/{id}                   DELETE /v1/invoices/{id} (drafts)
 //	POST /v1/invoices/{id}/add_lines         (lines[N][amount], [description], [metadata])
 //	POST /v1/invoices/{id}/finalize          POST /v1/invoices/{id}/pay

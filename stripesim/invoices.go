@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keybrake/keybrake/stripe"
@@ -119,7 +120,9 @@ func (s *Server) itemAmount(c *call, f *stripe.Form) (amount, quantity int64, pr
 		if f.Has("quantity") {
 			return 0, 0, nil, invalid("", "quantity", "quantity can only be set with pricing[price]; amount is the item's total.")
 		}
-		amount, aerr := requiredAmount(f, "amount")
+		// A negative amount is a credit: it lowers the invoice that
+		// takes the item, as on Stripe.
+		amount, aerr := signedAmount(f, "amount")
 		return amount, 1, nil, aerr
 	}
 	if f.Has("amount") {
@@ -171,18 +174,47 @@ func addItem(in *Invoice, it *InvoiceItem) {
 }
 
 // recompute sets the totals of in from its lines; nothing discounts or
-// taxes them.
+// taxes them. Credit lines may take the total below zero; nothing is then
+// due (Stripe credits the rest to the customer's balance, which the
+// simulator does not keep).
 func recompute(in *Invoice) {
 	var total int64
 	for _, l := range in.Lines {
 		total += l.Amount
 	}
-	in.Subtotal, in.Total, in.AmountDue = total, total, total
+	in.Subtotal, in.Total, in.AmountDue = total, total, max(total, 0)
 	in.AmountRemaining = in.AmountDue - in.AmountPaid
 }
 
+// signedAmount is requiredAmount for an amount that may be negative (an
+// invoice item's credit).
+func signedAmount(f *stripe.Form, name string) (int64, *apiError) {
+	if s, ok, aerr := str(f, name); aerr == nil && ok && strings.HasPrefix(s, "-") {
+		n, err := stripe.ParseAmount(name, s[1:])
+		if err != nil || n == 0 {
+			return 0, invalid("parameter_invalid_integer", name, "Invalid integer: %s", s)
+		}
+		return -n, nil
+	}
+	return requiredAmount(f, name)
+}
+
+// pendingItemsDefault is what invoices.create does with the customer's
+// pending items when pending_invoice_items_behavior is not sent: API
+// versions before 2022-08-01 included them (include_and_require), later
+// ones exclude them. With no Stripe-Version the simulator's account
+// default is the current version.
+func pendingItemsDefault(version string) string {
+	if version != "" && version < "2022-08-01" {
+		return "include"
+	}
+	return "exclude"
+}
+
 // createInvoice serves POST /v1/invoices: a draft for a customer, taking
-// the customer's pending items when pending_invoice_items_behavior=include.
+// the customer's pending items when pending_invoice_items_behavior=include,
+// or when it is not sent under a Stripe-Version before 2022-08-01
+// (pendingItemsDefault).
 func createInvoice(s *Server, c *call) (any, *apiError) {
 	f := c.form
 	if aerr := allow(f, "customer", "auto_advance", "collection_method", "days_until_due", "currency",
@@ -228,8 +260,11 @@ func createInvoice(s *Server, c *call) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	if behavior == "" {
+		behavior = pendingItemsDefault(c.version)
+	}
 	switch behavior {
-	case "", "exclude":
+	case "exclude":
 	case "include":
 		s.takePendingItems(c, in, !f.Has("currency"))
 	default:

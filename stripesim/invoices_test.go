@@ -248,6 +248,33 @@ func TestInvoices(t *testing.T) {
 		}
 	})
 
+	t.Run("OKCreditItemsAndPendingDefaultByVersion", func(t *testing.T) {
+		e := MustEnv(t)
+		cus := mustPayingCustomer(t, e, "pm_card_visa")
+		credit := e.do(t, "POST", "/v1/invoiceitems", "customer="+cus.ID+"&amount=-300&currency=usd").object(t)
+		if credit["amount"] != float64(-300) {
+			t.Fatalf("credit item = %v", credit)
+		}
+		// Current versions leave pending items out unless asked.
+		in := e.do(t, "POST", "/v1/invoices", "customer="+cus.ID+"&auto_advance=false").object(t)
+		if in["amount_due"] != float64(0) || len(in["lines"].(map[string]any)["data"].([]any)) != 0 {
+			t.Fatalf("draft under the current version = %v", in)
+		}
+		// Before 2022-08-01 they were included when the parameter was not sent.
+		old := e.do(t, "POST", "/v1/invoices", "customer="+cus.ID+"&auto_advance=false", "Stripe-Version", "2020-08-27").object(t)
+		if old["total"] != float64(-300) || old["amount_due"] != float64(0) {
+			t.Fatalf("draft under 2020-08-27 = %v", old)
+		}
+		e.do(t, "POST", "/v1/invoiceitems", "customer="+cus.ID+"&amount=1000&currency=usd")
+		next := e.do(t, "POST", "/v1/invoices", "customer="+cus.ID+"&auto_advance=false&pending_invoice_items_behavior=include").object(t)
+		if next["amount_due"] != float64(1000) {
+			t.Fatalf("the credit was taken by the earlier draft; next = %v", next)
+		}
+		if r := e.do(t, "POST", "/v1/invoiceitems", "customer="+cus.ID+"&amount=-0&currency=usd"); r.status != 400 {
+			t.Fatalf("amount=-0: %d %s", r.status, r.body)
+		}
+	})
+
 	t.Run("ErrInvalid", func(t *testing.T) {
 		e := MustEnv(t)
 		cus := mustPayingCustomer(t, e, "pm_card_visa")

@@ -78,6 +78,8 @@ func route(method, path string) (handler, string, bool) {
 		}
 	case len(parts) == 2 && post && parts[0] == "payment_intents":
 		return updatePaymentIntent, parts[1], true
+	case len(parts) == 2 && post && parts[0] == "charges":
+		return updateCharge, parts[1], true
 	case len(parts) == 2 && post && parts[0] == "customers":
 		return updateCustomer, parts[1], true
 	case len(parts) == 3 && post && parts[0] == "charges" && parts[2] == "capture":

@@ -155,6 +155,7 @@ type call struct {
 	form    *stripe.Form
 	scope   string // API key and account: objects and keys live in a scope
 	account string // the Stripe-Account or Stripe-Context header
+	version string // the Stripe-Version header, "" for the account's default
 	id      string // the object id in the path, if any
 	now     time.Time
 }
@@ -190,7 +191,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, aerr.Status, aerr)
 		return
 	}
-	c := &call{form: form, scope: scopeOf(apiKey, account), account: account, id: id}
+	c := &call{form: form, scope: scopeOf(apiKey, account), account: account, version: strings.TrimSpace(r.Header.Get("Stripe-Version")), id: id}
 	if strings.HasPrefix(apiKey, publishableKeyPrefix) {
 		if c.scope, aerr = s.publishableScope(r.Method, r.URL.Path, c); aerr != nil {
 			writeJSON(w, aerr.Status, aerr)
