@@ -1,10 +1,14 @@
 package http_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keybrake/keybrake"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestAttackAlert_HoldMovedPastMidnight: a hold raised on a later day
@@ -45,4 +49,112 @@ func thresholdAlertList(t *testing.T, store keybrake.Store, keyID string) []*key
 		t.Fatal(err)
 	}
 	return as
+}
+
+// TestAttackMCP_ClientNameHidesCalls: an MCP session's client name (from
+// its initialize request) is recorded, cut to 200 bytes, in the audit
+// event of every tool call. The cut fell inside a multi-byte character
+// when the agent chose a name that put one there, and PostgreSQL refuses
+// text that is not UTF-8: every event of the session failed to insert and
+// was dropped ("audit event lost" in the log), so the agent's refunds and
+// customers moved money and changed data with no trace in the audit log
+// the operator reads and exports. The name is now cut at a character
+// boundary.
+func TestAttackMCP_ClientNameHidesCalls(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"daily_usd_cap":100}`)
+		name := strings.Repeat("a", 199) + "é" // "… 1.0" appended: byte 200 is é's first
+		cs := e.MCP(t, secret, name, nil)
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_customer", Arguments: map[string]any{"name": "Jo"}})
+		if err != nil || res.IsError {
+			t.Fatalf("create_customer: %v %+v", err, res)
+		}
+		var call *keybrake.Event
+		for _, ev := range e.events(t, keyID) {
+			if ev.Via == keybrake.ViaMCP && ev.Operation == "customers.create" {
+				call = ev
+			}
+		}
+		if call == nil {
+			t.Fatalf("the tool call has no audit event")
+		}
+		if !utf8.ValidString(call.MCPClient) || !strings.HasPrefix(call.MCPClient, strings.Repeat("a", 199)) {
+			t.Fatalf("recorded client %q", call.MCPClient)
+		}
+	})
+}
+
+// TestAttackAudit_OddBytesDropEvents: an audit event quotes text the key
+// holder chose (the refused customer, the Keybrake-Allow-Duplicate
+// header's reason), and PostgreSQL refuses text that is not UTF-8 or holds
+// a NUL byte: the event failed to insert and was dropped. One byte made a
+// request vanish from the audit log, an allowed $5 charge with it (a
+// duplicate let through by an override whose reason was "\xff"), and with
+// it the refusal-burst alert the events raise. Both stores now keep such
+// text with U+FFFD in place of the bytes (keybrake.CleanText).
+func TestAttackAudit_OddBytesDropEvents(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"allowed_customers":["cus_A"]}`)
+		dupID, dupSecret := e.CreateKey(t, `{"daily_usd_cap":100,"guards":{"duplicate":{"window_seconds":600,"allow_override":true}}}`)
+		form := Header{"Content-Type", "application/x-www-form-urlencoded"}
+		for _, body := range []string{"amount=100&currency=usd&customer=cus_%FF", "amount=100&currency=usd&customer=cus_%00"} {
+			if resp, out := e.DoRaw(t, "POST", "/v1/payment_intents", body, Header{"Authorization", "Bearer " + secret}, form); resp.StatusCode != 403 {
+				t.Fatalf("%s: %d %s", body, resp.StatusCode, out)
+			}
+		}
+		auth := Header{"Authorization", "Bearer " + dupSecret}
+		for i, h := range [][]Header{{auth, form}, {auth, form, {keybrake.OverrideHeader, "retry \xff"}}} {
+			if resp, out := e.DoRaw(t, "POST", "/v1/charges", "amount=500&currency=usd&source=tok_visa", h...); resp.StatusCode != 200 {
+				t.Fatalf("charge %d: %d %s", i, resp.StatusCode, out)
+			}
+		}
+		var denied, allowed int
+		for _, ev := range e.events(t, keyID) {
+			if ev.Decision == keybrake.DecisionDeny && strings.Contains(ev.Reason, "cus_\uFFFD") {
+				denied++
+			}
+		}
+		for _, ev := range e.events(t, dupID) {
+			if ev.Decision == keybrake.DecisionAllow && ev.Operation == "charges.create" {
+				allowed++
+				if !utf8.ValidString(ev.Reason) {
+					t.Errorf("reason %q kept as sent", ev.Reason)
+				}
+			}
+		}
+		if denied != 2 || allowed != 2 {
+			t.Fatalf("%d refusals and %d charges audited, want 2 and 2 (one event per request)", denied, allowed)
+		}
+		if sc, ok := e.Store.(keybrake.AuditChainService); ok {
+			if rep, err := keybrake.VerifyAuditLog(context.Background(), sc, nil); err != nil || !rep.OK() {
+				t.Fatalf("audit chain: %+v, %v", rep, err)
+			}
+		}
+	})
+}
+
+// TestAttackGuards_OddBytesDodgeBreaker: the breaker suspends a key after
+// refusal_burst refusals, quoting the last refusal in the suspension's
+// reason. On PostgreSQL a refusal naming customer "cus_\xff" made that
+// reason text PostgreSQL refuses, so the suspension, and with it the count
+// of the refusal, rolled back: a key holder probed the key's allowlists
+// without end and the breaker never tripped. The reason is now kept with
+// U+FFFD in place of the byte, and the key is suspended on the burst.
+func TestAttackGuards_OddBytesDodgeBreaker(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *Env) {
+		keyID, secret := e.CreateKey(t, `{"allowed_customers":["cus_A"],"guards":{"breaker":{"refusal_burst":3,"refusal_window_seconds":600}}}`)
+		for i := 0; i < 3; i++ {
+			if resp, out := e.DoRaw(t, "POST", "/v1/payment_intents", "amount=100&currency=usd&customer=cus_%FF",
+				Header{"Authorization", "Bearer " + secret}, Header{"Content-Type", "application/x-www-form-urlencoded"}); resp.StatusCode != 403 {
+				t.Fatalf("refusal %d: %d %s", i, resp.StatusCode, out)
+			}
+		}
+		k, err := e.Store.FindKeyByID(context.Background(), keyID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.SuspendedAt == nil || !utf8.ValidString(k.SuspendedReason) {
+			t.Fatalf("after 3 refusals under a burst of 3: suspended at %v (%q)", k.SuspendedAt, k.SuspendedReason)
+		}
+	})
 }
