@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -157,4 +158,40 @@ func TestAttackGuards_OddBytesDodgeBreaker(t *testing.T) {
 			t.Fatalf("after 3 refusals under a burst of 3: suspended at %v (%q)", k.SuspendedAt, k.SuspendedReason)
 		}
 	})
+}
+
+// TestAttackAudit_ExportShowsOtherAmount: an audit export is evidence, its
+// chain checked offline by `keybrake audit verify`. Go's JSON decoder
+// matches names case-insensitively and keeps the last of repeated ones,
+// so a line edited to read "amount":50,"AMOUNT":500 showed every other
+// reader (jq, a spreadsheet import, a person) a 50-cent charge where $5
+// moved, while the verifier read 500, found the hash right and called
+// the export intact. A line must now be exactly as keybrake writes it.
+func TestAttackAudit_ExportShowsOtherAmount(t *testing.T) {
+	e := MustOpen(t)
+	_, secret := e.CreateKey(t, `{"daily_usd_cap":100}`)
+	resp, out := e.DoRaw(t, "POST", "/v1/charges", "amount=500&currency=usd&source=tok_visa",
+		Header{"Authorization", "Bearer " + secret}, Header{"Content-Type", "application/x-www-form-urlencoded"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("charge: %d %s", resp.StatusCode, out)
+	}
+	e.Server.FlushAudit()
+	var buf bytes.Buffer
+	if rep, err := keybrake.VerifyAuditLog(context.Background(), e.Store.(keybrake.AuditChainService), &buf); err != nil || !rep.OK() {
+		t.Fatalf("export: %+v, %v", rep, err)
+	}
+	if !strings.Contains(buf.String(), `"amount":500,`) {
+		t.Fatalf("no $5 charge in the export:\n%s", buf.String())
+	}
+	for _, forged := range []string{`"amount":50,"AMOUNT":500,`, `"amount":50,"amount":500,`, `"amount":500,"via":"mcp","Via":"",`} {
+		edited := strings.Replace(buf.String(), `"amount":500,`, forged, 1)
+		rep, err := keybrake.VerifyAuditExport(strings.NewReader(edited))
+		if err == nil && rep.OK() {
+			t.Errorf("an export with %s verified as intact", forged)
+		}
+	}
+	// As written, it still verifies.
+	if rep, err := keybrake.VerifyAuditExport(bytes.NewReader(buf.Bytes())); err != nil || !rep.OK() || rep.Events == 0 {
+		t.Fatalf("the export as written: %+v, %v", rep, err)
+	}
 }
