@@ -3,6 +3,7 @@ package http_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,32 @@ func TestAttackAudit_ExportShowsOtherAmount(t *testing.T) {
 	// As written, it still verifies.
 	if rep, err := keybrake.VerifyAuditExport(bytes.NewReader(buf.Bytes())); err != nil || !rep.OK() || rep.Events == 0 {
 		t.Fatalf("the export as written: %+v, %v", rep, err)
+	}
+}
+
+// TestAttackAdmin_CaseVariantPolicyHidden: the guards and approval fields
+// of the admin API were decoded with encoding/json, which matches names
+// regardless of case and keeps the last, so a reviewed key policy
+// {"breaker":{"refusal_burst":3,"refusal_window_seconds":3600,
+// "REFUSAL_WINDOW_SECONDS":1}} made a breaker that trips only on 3
+// refusals within one second, and {"above_usd":50,"above_uſd":100000} (a long s) one whose
+// approvals start at $100,000, while the change request, and the admin
+// audit log's copy of it, read an hour and $50. Such a field is now
+// refused.
+func TestAttackAdmin_CaseVariantPolicyHidden(t *testing.T) {
+	e := MustOpen(t)
+	for _, body := range []string{
+		`{"guards":{"breaker":{"refusal_burst":3,"refusal_window_seconds":3600,"REFUSAL_WINDOW_SECONDS":1}}}`,
+		`{"guards":{"velocity":[{"name":"v","per":"key","operations":["charges.create"],"limit":1,"window_seconds":60,"Limit":1000}]}}`,
+		`{"approval":{"above_usd":50,"above_uſd":100000}}`,
+	} {
+		resp, out := e.Admin(t, "POST", "/vault/keys", body)
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", body, resp.StatusCode, out)
+		}
+	}
+	// Names as documented still work.
+	if resp, out := e.Admin(t, "POST", "/vault/keys", `{"guards":{"breaker":{"refusal_burst":3,"refusal_window_seconds":60}},"approval":{"above_usd":50}}`); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a plain policy: %d %s", resp.StatusCode, out)
 	}
 }
