@@ -2,6 +2,7 @@ package keybrake
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -103,6 +104,15 @@ func VerifyAuditExport(r io.Reader) (*AuditReport, error) {
 		var l auditLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			return nil, Errorf(EINVALID, "line %d: not an audit export line: %v", n, err)
+		}
+		// What is verified must be what every reader of the line reads.
+		// encoding/json matches names case-insensitively and keeps the
+		// last of repeated ones, so "amount":50,"AMOUNT":500 verified as
+		// 500 while jq or a person read 50. A line is accepted only as
+		// VerifyAuditLog writes it: encoding what was decoded gives it
+		// back byte for byte.
+		if canon, err := json.Marshal(l); err != nil || !bytes.Equal(canon, sc.Bytes()) {
+			return nil, Errorf(EINVALID, "line %d: not as keybrake writes an export line (a repeated or differently cased name, an unknown field, other spacing or number formats); an export is verified only as written", n)
 		}
 		switch {
 		case l.Type == "anchor" && l.Link != nil && v == nil:

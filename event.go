@@ -2,7 +2,9 @@ package keybrake
 
 import (
 	"context"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Audit decisions.
@@ -49,6 +51,42 @@ type Event struct {
 	Seq      int64  `json:"seq"`
 	PrevHash string `json:"prev_hash"`
 	Hash     string `json:"hash"`
+}
+
+// CleanText returns s as both stores keep it: invalid UTF-8 and NUL bytes
+// replaced by U+FFFD. Much of an event is text a client chose (a refused
+// customer ID, a header, an MCP client's name), and PostgreSQL refuses
+// text that is not UTF-8 or holds NUL: the event, or the suspension that
+// quoted it, then failed to write, so one odd byte in a request kept it
+// out of the audit log and out of the breaker's reach.
+func CleanText(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// TruncateText cuts s to at most n bytes at a character boundary, marking
+// the cut with "…". A cut inside a character would leave text that is
+// not UTF-8 (see CleanText).
+func TruncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// CleanText applies CleanText to every text field of e. Both stores call
+// it on each event they add, before chaining it, so the hash is of what is
+// kept.
+func (e *Event) CleanText() {
+	for _, f := range []*string{&e.KeyID, &e.Operation, &e.Method, &e.Path, &e.Currency, &e.Decision, &e.Reason,
+		&e.ObjectID, &e.RequestID, &e.IdempotencyKey, &e.ReservationID, &e.Via, &e.MCPSession, &e.MCPClient} {
+		*f = CleanText(*f)
+	}
 }
 
 // ViaMCP marks an event of a tool call made through keybrake's MCP server.

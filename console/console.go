@@ -130,7 +130,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := c.sessions.find(r)
-	if sess == nil {
+	if sess == nil || c.sessionRevoked(r, sess) {
 		c.unauthenticated(w, r)
 		return
 	}

@@ -161,16 +161,37 @@ const maxFormBytes = 64 << 10
 // checked by the admin API itself in-process, with its per-address limit on
 // failures, from the browser's address.
 func (c *Console) tokenAccepted(r *http.Request, token string) bool {
+	return c.tokenStatus(r, token) == http.StatusOK
+}
+
+// tokenStatus is the admin API's answer to token, from r's address: 200
+// when it accepts it, 401 when it is not (or no longer) an admin token.
+func (c *Console) tokenStatus(r *http.Request, token string) int {
 	if token == "" {
-		return false
+		return http.StatusUnauthorized
 	}
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://console.invalid/vault/keys?limit=1", nil)
 	if err != nil {
-		return false
+		return http.StatusInternalServerError
 	}
 	req.RemoteAddr = r.RemoteAddr
 	req.Header.Set("Authorization", "Bearer "+token)
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	c.Admin.ServeHTTP(rec, req)
-	return rec.status == http.StatusOK
+	return rec.status
+}
+
+// sessionRevoked reports whether the admin token sess signed in with is no
+// longer accepted (revoked, or gone from the tokens file), and then ends
+// the session. The console reads the audit log and the spend from the
+// store itself, so a session outliving its token kept showing them, live,
+// for the rest of its 12 hours. Any other failure (the store down, the
+// address rate-limited) leaves the session as it is.
+func (c *Console) sessionRevoked(r *http.Request, sess *session) bool {
+	if sess.adminToken == "" || c.tokenStatus(r, sess.adminToken) != http.StatusUnauthorized {
+		return false
+	}
+	c.sessions.end(r)
+	c.Logger.Warn("console session ended: its admin token is no longer accepted", "path", r.URL.Path)
+	return true
 }

@@ -86,7 +86,13 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, f keybrake.Even
 	tick := time.NewTicker(c.PollInterval)
 	defer tick.Stop()
 	lastPanel := ""
+	sess, _ := ctx.Value(sessionKey{}).(*session)
 	for n := 0; ; n++ {
+		// A stream reads the store itself: it ends when its session's
+		// admin token is revoked, as the session does.
+		if n > 0 && n%panelEvery == 0 && sess != nil && c.sessionRevoked(r, sess) {
+			return
+		}
 		f.NewerThan, f.Limit = after, 100
 		events, _, err := c.events(ctx, f)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/stripe"
@@ -233,6 +234,71 @@ func parseLimit(r *http.Request) (int, error) {
 		return 0, keybrake.ErrorParam("limit", "limit must be an integer from 1 to 100.")
 	}
 	return n, nil
+}
+
+// strictNames refuses a JSON value in which one object names a field twice,
+// exactly or in another case ("refusal_burst" and "REFUSAL_BURST", or
+// "refuſal_burst"): encoding/json matches names without regard to case
+// and keeps the last, so {"above_usd":50,"ABOVE_USD":100000} asked for
+// approvals from $100,000 while whoever read the request, or the admin
+// audit log's copy of it, saw $50. field names the admin API's field in the error.
+func strictNames(raw json.RawMessage, field string) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var walk func(depth int) error
+	walk = func(depth int) error {
+		if depth > 32 {
+			return keybrake.ErrorParam(field, "%s is nested too deeply.", field)
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the decoder that follows reports bad JSON
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]string{}
+			for dec.More() {
+				t, err := dec.Token()
+				if err != nil {
+					return nil
+				}
+				name, _ := t.(string)
+				if first, dup := seen[foldName(name)]; dup {
+					return keybrake.ErrorParam(field, "%s names %q and %q, one field twice (names match regardless of case); send it once.", field, first, name)
+				}
+				seen[foldName(name)] = name
+				if err := walk(depth + 1); err != nil {
+					return err
+				}
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(depth + 1); err != nil {
+					return err
+				}
+			}
+			_, _ = dec.Token()
+		}
+		return nil
+	}
+	return walk(0)
+}
+
+// foldName maps every name that strings.EqualFold (and so encoding/json)
+// takes for the same to one string: each rune to the smallest of its
+// case-folding orbit.
+func foldName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		min := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < min {
+				min = f
+			}
+		}
+		b.WriteRune(min)
+	}
+	return b.String()
 }
 
 // decodeObject reads a JSON object body strictly: bounded size, one object,

@@ -193,6 +193,9 @@ func decodeApprovalPolicy(raw json.RawMessage) (*keybrake.ApprovalPolicy, error)
 	if string(raw) == "null" {
 		return &keybrake.ApprovalPolicy{}, nil
 	}
+	if err := strictNames(raw, "approval"); err != nil {
+		return nil, err
+	}
 	var v struct {
 		AboveUSD   *keybrake.Micros `json:"above_usd"`
 		Operations []string         `json:"operations"`

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/stripe"
 )
 
@@ -360,10 +361,7 @@ func checkText(s string, max int) error {
 }
 
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return keybrake.TruncateText(s, n)
 }
 
 // request returns the method, escaped path and form of the Stripe request

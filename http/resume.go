@@ -17,6 +17,9 @@ func decodeGuards(raw json.RawMessage) (*keybrake.Guards, error) {
 	if string(raw) == "null" {
 		return g, nil
 	}
+	if err := strictNames(raw, "guards"); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(g); err != nil {

@@ -24,6 +24,9 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
+	for _, e := range events {
+		e.CleanText()
+	}
 	n := len(events)
 	chained := make([]keybrake.Event, n)
 	for i, e := range events {

@@ -22,6 +22,7 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 	} else if now.IsZero() {
 		now = time.Now()
 	}
+	args.Reason = keybrake.CleanText(args.Reason) // quoted in the suspension's reason
 	now = ts(now)
 	var suspended bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -172,8 +173,5 @@ func revokedConflict(k *keybrake.Key) error {
 
 // truncate cuts s to n bytes, marking the cut.
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return keybrake.TruncateText(s, n)
 }

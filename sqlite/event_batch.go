@@ -57,6 +57,9 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
+	for _, e := range events {
+		e.CleanText()
+	}
 	ids := make([]int64, len(events))
 	chained := make([]keybrake.Event, len(events))
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {

@@ -263,6 +263,7 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 	if now.IsZero() {
 		now = s.now()
 	}
+	args.Reason = keybrake.CleanText(args.Reason) // quoted in the suspension's reason
 	now = dbTime(now)
 	var suspended bool
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
@@ -418,10 +419,7 @@ func decodeGuards(s string) (*keybrake.Guards, error) {
 }
 
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return keybrake.TruncateText(s, n)
 }
 
 // qInsertCounted inserts a reservation of a guarded key with the counters

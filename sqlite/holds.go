@@ -220,6 +220,13 @@ func moveHold(ctx context.Context, tx *sql.Tx, r *keybrake.Reservation, day, mon
 			r.KeyID, w.period, w.from, w.to, int64(r.Micros)); err != nil {
 			return err
 		}
+		// The move can carry the new bucket's counter across a threshold of
+		// its cap. The counting triggers see only the raise that follows,
+		// by its difference, so they would miss it; here the move is
+		// checked as a reservation of r.Micros in that bucket is.
+		if _, err := tx.ExecContext(ctx, qMovedThreshold, r.KeyID, w.period, w.to, int64(r.Micros)); err != nil {
+			return err
+		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET day = ?, month = ? WHERE id = ?`, day, month, r.ID); err != nil {
 		return err
@@ -227,6 +234,32 @@ func moveHold(ctx context.Context, tx *sql.Tx, r *keybrake.Reservation, day, mon
 	r.Day, r.Month = day, month
 	return nil
 }
+
+// qMovedThreshold writes the threshold alerts of key ?1's counter of period
+// ?2 and bucket ?3, just moved up by ?4 micros (moveHold): every rule whose
+// share of the window's cap the counter reached from below, once per
+// alert_key, as the counting triggers (0023, 0024) write a reservation's.
+const qMovedThreshold = `INSERT INTO alerts (id, alert_key, kind, key_id, window_name, bucket, percent, cap_micros, threshold_micros,
+		spent_micros, reserved_micros, reservation_id, count, endpoint_id, detail, created_at)
+	SELECT 'alt_' || lower(hex(randomblob(12))),
+		'threshold:' || ?1 || ':' || t.period || ':' || t.bucket || ':' || t.percent,
+		'threshold', ?1, t.period, t.bucket, t.percent, t.cap, t.threshold, t.micros, 0, '', 0, '', '',
+		CAST(unixepoch('subsec') * 1000000 AS INTEGER)
+	FROM (
+		SELECT w.*, (w.cap / 100) * w.percent + ((w.cap % 100) * w.percent + 99) / 100 AS threshold
+		FROM (
+			SELECT c.period AS period, c.bucket AS bucket, c.micros AS micros, r.percent AS percent,
+				(CASE c.period WHEN 'daily' THEN k.cap_daily WHEN 'monthly' THEN k.cap_monthly ELSE k.cap_total END) AS cap
+			FROM alert_rules r CROSS JOIN keys k CROSS JOIN spend_counters c
+			WHERE r.kind = 'threshold' AND r.enabled = 1
+			AND r.key_id = (CASE WHEN EXISTS (SELECT 1 FROM alert_rules x WHERE x.kind = 'threshold' AND x.key_id = ?1) THEN ?1 ELSE '' END)
+			AND k.id = ?1 AND c.key_id = ?1 AND c.period = ?2 AND c.bucket = ?3
+			AND r.window_name IN ('', c.period)
+		) AS w
+	) AS t
+	WHERE ?4 > 0 AND t.cap IS NOT NULL AND t.threshold > 0
+	AND t.micros - ?4 < t.threshold AND t.micros >= t.threshold
+	ON CONFLICT (alert_key) DO NOTHING`
 
 // LeaseHolds locks, for owner until `until`, up to limit objects whose held
 // reservation's hold ended before now, and returns those reservations.

@@ -177,6 +177,62 @@ func testAlerts(t *testing.T, open opener) {
 		}
 	})
 
+	// A hold raised on a later day or month moves there whole
+	// (keybrake.RaiseBuckets): the move itself may carry that window's
+	// counter across a threshold, and its alert must fire, not only a
+	// crossing by the raise's difference. Else a hold made at 23:30 and
+	// raised after midnight moves nearly a whole daily cap unannounced.
+	t.Run("ThresholdOnAHoldMovedByARaise", func(t *testing.T) {
+		s := open(t)
+		// (a raise of a hold also fires amount_mismatch: only thresholds here)
+		wantThresholdKeys := func(want ...string) {
+			t.Helper()
+			as, err := s.FindAlerts(ctx, keybrake.AlertFilter{KeyID: "key_a", Kind: keybrake.AlertThreshold, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []string{}
+			for _, a := range as {
+				got = append(got, a.AlertKey)
+			}
+			sort.Strings(got)
+			sort.Strings(want)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("threshold alerts = %q, want %q", got, want)
+			}
+		}
+		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Daily: Ptr(USD(10)), Monthly: Ptr(USD(12))})
+		monthEnd := time.Date(2026, 11, 30, 23, 30, 0, 0, time.UTC)
+		next := monthEnd.Add(time.Hour) // 2026-12-01
+		r := MustHold(t, s, "key_a", "idem_1", "pi_1", USD(9), monthEnd, monthEnd.Add(48*time.Hour))
+		before := []string{"threshold:key_a:daily:2026-11-30:50", "threshold:key_a:daily:2026-11-30:80", "threshold:key_a:monthly:2026-11:50"}
+		wantThresholdKeys(before...)
+		res, err := s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 950, Currency: "usd", Micros: USD(95) / 10, Now: next})
+		if err != nil || res.OverCap != nil || res.Reservation.Day != "2026-12-01" {
+			t.Fatalf("raise to $9.50 on the next day = %+v, %v", res, err)
+		}
+		// $9.50 of the new day's $10 and the new month's $12 is movable.
+		wantThresholdKeys(append(before,
+			"threshold:key_a:daily:2026-12-01:50", "threshold:key_a:daily:2026-12-01:80", "threshold:key_a:monthly:2026-12:50")...)
+		as, err := s.FindAlerts(ctx, keybrake.AlertFilter{KeyID: "key_a", Kind: keybrake.AlertThreshold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range as {
+			if a.Bucket == "2026-12-01" && (a.Cap != USD(10) || a.Spent < USD(9)) {
+				t.Fatalf("moved hold's alert = %+v", a)
+			}
+		}
+		// The raise's own difference crossing a threshold fires as before.
+		res, err = s.RaiseHold(ctx, keybrake.RaiseArgs{ID: r.ID, Amount: 1000, Currency: "usd", Micros: USD(10), Now: next})
+		if err != nil || res.OverCap != nil {
+			t.Fatalf("raise to $10 = %+v, %v", res, err)
+		}
+		wantThresholdKeys(append(before,
+			"threshold:key_a:daily:2026-12-01:50", "threshold:key_a:daily:2026-12-01:80", "threshold:key_a:daily:2026-12-01:100",
+			"threshold:key_a:monthly:2026-12:50", "threshold:key_a:monthly:2026-12:80")...)
+	})
+
 	t.Run("OwnRulesReplaceDefaults", func(t *testing.T) {
 		s := open(t)
 		MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Daily: Ptr(USD(10)), Total: Ptr(USD(10))})

@@ -107,6 +107,29 @@ func testEvents(t *testing.T, open opener) {
 				t.Fatalf("REST event = %+v, want no MCP fields", g)
 			}
 		})
+		t.Run("OddText", func(t *testing.T) {
+			// Text a client chose, not UTF-8 or with NUL bytes, is kept
+			// with U+FFFD in their place, alike in both stores
+			// (PostgreSQL refuses such text, and dropped the event), and
+			// the chain hashes what is kept.
+			s := open(t)
+			MustCreateKey(t, s, NewKey("key_a"))
+			e := NewEvent("key_a", T0, 1)
+			e.Decision, e.Reason, e.MCPClient, e.ObjectID = keybrake.DecisionDeny, "customer cus_\xff\x00 refused", "agent \xc3", "cus_\x00"
+			MustAddEvent(t, s, e)
+			es, _, err := s.FindEvents(ctx, keybrake.EventFilter{KeyID: "key_a"})
+			if err != nil || len(es) != 1 {
+				t.Fatalf("FindEvents = %d events, %v", len(es), err)
+			}
+			if g := es[0]; g.Reason != "customer cus_\uFFFD\uFFFD refused" || g.MCPClient != "agent \uFFFD" || g.ObjectID != "cus_\uFFFD" || g.Hash != e.Hash || keybrake.EventHash(g) != g.Hash {
+				t.Fatalf("event = %+v", g)
+			}
+			if cs, ok := s.(keybrake.AuditChainService); ok {
+				if rep, err := keybrake.VerifyAuditLog(ctx, cs, nil); err != nil || !rep.OK() {
+					t.Fatalf("chain: %+v, %v", rep, err)
+				}
+			}
+		})
 		t.Run("UnknownKey", func(t *testing.T) {
 			// A refused request with an unknown vault key is still audited.
 			s := open(t)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keybrake/keybrake"
 )
@@ -388,6 +389,24 @@ func testGuards(t *testing.T, open opener) {
 		checkBreakerEvent(t, s, "key_a", keybrake.BreakerRefusals)
 		if _, err := s.CountRefusal(ctx, keybrake.RefusalArgs{KeyID: "key_nope", Now: T0}); keybrake.ErrorCode(err) != keybrake.ENOTFOUND {
 			t.Fatalf("unknown key: %v", err)
+		}
+	})
+
+	// The suspension quotes the last refusal, whose text the client chose
+	// in part (a refused customer): not UTF-8, it made PostgreSQL refuse
+	// the suspension, so the breaker never tripped there.
+	t.Run("BreakerRefusalBurstOddReason", func(t *testing.T) {
+		s := open(t)
+		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{RefusalBurst: 2, RefusalWindowSeconds: 10}})
+		reason := "This vault key may not act on customer cus_\xff\x00. " + strings.Repeat("é", 150)
+		for i, want := range []bool{false, true} {
+			got, err := s.CountRefusal(ctx, keybrake.RefusalArgs{KeyID: "key_a", Reason: reason, Now: T0.Add(time.Duration(i) * time.Second)})
+			if err != nil || got != want {
+				t.Fatalf("refusal %d: suspended %v, %v; want %v", i, got, err, want)
+			}
+		}
+		if k := mustFindKey(t, s, "key_a"); k.SuspendedAt == nil || !strings.Contains(k.SuspendedReason, "cus_\uFFFD\uFFFD.") || !utf8.ValidString(k.SuspendedReason) {
+			t.Fatalf("key after the burst: %+v", k)
 		}
 	})
 
