@@ -1,0 +1,59 @@
+package http_test
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestAttackDelegate_ChildrenPastParentGuards: a key with the mint
+// permission, limited to one charge a customer a day and guarded against
+// duplicate charges, minted itself children, which carry its guards but
+// count them on their own counters: each child charged the customer the
+// parent had just charged, the same amount again ($30 past a limit of one
+// $10 charge, in three children). A parent with guards that count (a
+// duplicate guard, velocity limits, a breaker) now mints no children, and
+// a child minted before it was given them is refused.
+func TestAttackDelegate_ChildrenPastParentGuards(t *testing.T) {
+	e := MustOpen(t)
+	guards := `"guards":{"velocity":[{"name":"one_charge_a_day","per":"customer","operations":["charges.create"],"limit":1,"window_seconds":86400}],"duplicate":{"window_seconds":86400}}`
+	parentID, parentSecret := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],"mint":true,`+guards+`}`)
+	parent := &attacker{e: e, keyID: parentID, secret: parentSecret}
+	cus := parent.must(t, 200, "POST", "/v1/customers", "email=a@example.com&source=tok_visa")
+	charge := "amount=1000&currency=usd&customer=" + id(cus)
+	parent.must(t, 200, "POST", "/v1/charges", charge)
+	parent.must(t, http.StatusConflict, "POST", "/v1/charges", charge)
+	for range 3 {
+		if status, v := mint(t, e, "/vault/keys/self/children", parentSecret, `{"total_usd_cap":20}`); status == http.StatusCreated {
+			child := &attacker{e: e, secret: v["vault_key"].(string)}
+			child.call(t, "POST", "/v1/charges", charge)
+		} else if status != http.StatusForbidden {
+			t.Fatalf("mint: %d %v", status, v)
+		}
+	}
+	if n := len(e.Sim.GroundTruth().Charges); n != 1 {
+		t.Fatalf("%d charges of one customer; its parent's guards allow one a day", n)
+	}
+
+	// A child minted before its parent counted anything is refused once
+	// the parent is given guards, even with the same guards itself.
+	otherID, otherSecret := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],"mint":true}`)
+	status, v := mint(t, e, "/vault/keys/self/children", otherSecret, `{"total_usd_cap":20}`)
+	if status != http.StatusCreated {
+		t.Fatalf("mint: %d %v", status, v)
+	}
+	childID, child := v["id"].(string), &attacker{e: e, secret: v["vault_key"].(string)}
+	for _, id := range []string{otherID, childID} {
+		if resp, out := e.Admin(t, "PATCH", "/vault/keys/"+id, `{`+guards+`}`); resp.StatusCode != http.StatusOK && id == otherID {
+			t.Fatalf("guard the parent: %d %s", resp.StatusCode, out)
+		}
+	}
+	child.must(t, http.StatusForbidden, "POST", "/v1/charges", charge)
+	if n := len(e.Sim.GroundTruth().Charges); n != 1 {
+		t.Fatalf("%d charges: a child of a guarded parent charged", n)
+	}
+	// Field rules count nothing: a parent with rules only still mints.
+	_, rulesSecret := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],"mint":true,"guards":{"rules":[{"name":"usd","expr":"currency == 'usd'"}]}}`)
+	if status, v := mint(t, e, "/vault/keys/self/children", rulesSecret, `{"total_usd_cap":20}`); status != http.StatusCreated {
+		t.Fatalf("mint under field rules: %d %v", status, v)
+	}
+}
