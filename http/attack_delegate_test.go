@@ -57,3 +57,32 @@ func TestAttackDelegate_ChildrenPastParentGuards(t *testing.T) {
 		t.Fatalf("mint under field rules: %d %v", status, v)
 	}
 }
+
+// TestAttackRules_LegacyRefundPathNoSubject: Stripe's legacy refund paths
+// (POST /v1/charges/{id}/refund and /refunds, aliases of refunds.create
+// since the velocity limits name them) name the charge in the path, not in
+// a parameter, so the guards saw no customer: a limit of one refund a
+// payment a day and the duplicate guard let the same $5.00 refund of one
+// charge through again on each legacy path. The path's charge is now the
+// request's subject, as the charge parameter of refunds.create is.
+func TestAttackRules_LegacyRefundPathNoSubject(t *testing.T) {
+	for name, guards := range map[string]string{
+		"Velocity":  `"velocity":[{"name":"one_refund_a_payment","per":"customer","operations":["refunds.create"],"limit":1,"window_seconds":86400}]`,
+		"Duplicate": `"duplicate":{"window_seconds":86400}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := MustOpen(t)
+			a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"],"guards":{`+guards+`}}`)
+			ch := a.must(t, 200, "POST", "/v1/charges", "amount=4000&currency=usd&source=tok_visa")
+			a.must(t, 200, "POST", "/v1/refunds", "amount=500&charge="+id(ch))
+			for _, path := range []string{"/v1/charges/" + id(ch) + "/refunds", "/v1/charges/" + id(ch) + "/refund"} {
+				if status, v := a.call(t, "POST", path, "amount=500"); status != http.StatusConflict && status != http.StatusTooManyRequests {
+					t.Errorf("%s: %d %v, want the guard's refusal", path, status, v)
+				}
+			}
+			if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
+				t.Fatalf("%d refunds of one charge past the key's guards", n)
+			}
+		})
+	}
+}
