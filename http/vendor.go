@@ -159,7 +159,7 @@ type VendorRequest struct {
 	// vendor knows it better than the first of guardSubjects in Params
 	// (the payment a refund refunds); "" to take that.
 	Subject string
-	Parsed     any    // the vendor's own parsed form
+	Parsed  any // the vendor's own parsed form
 
 	// Label names the operation in audit events, metrics and
 	// reservations; "<vendor>.<operation>" by default. Stripe's keep
