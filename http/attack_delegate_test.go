@@ -86,3 +86,24 @@ func TestAttackRules_LegacyRefundPathNoSubject(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackRules_OperationVariableAlias: a field rule that names no
+// operations and tests the operation variable ("operation !=
+// 'refunds.create' || amount <= 1000": refunds of at most $10) was true
+// for the same refund sent by its legacy paths, whose operation variable
+// was charges.refund or charges.refunds.create: a $30.00 refund passed a
+// $10 rule. A rule is now evaluated under every name of the operation,
+// and each must be true.
+func TestAttackRules_OperationVariableAlias(t *testing.T) {
+	e := MustOpen(t)
+	a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"],"guards":{"rules":[{"name":"small_refunds","expr":"operation != 'refunds.create' || amount <= 1000"}]}}`)
+	ch := a.must(t, 200, "POST", "/v1/charges", "amount=4000&currency=usd&source=tok_visa")
+	a.must(t, http.StatusForbidden, "POST", "/v1/refunds", "amount=3000&charge="+id(ch))
+	for _, path := range []string{"/v1/charges/" + id(ch) + "/refunds", "/v1/charges/" + id(ch) + "/refund"} {
+		a.must(t, http.StatusForbidden, "POST", path, "amount=3000")
+	}
+	a.must(t, 200, "POST", "/v1/charges/"+id(ch)+"/refunds", "amount=1000")
+	if n := len(e.Sim.GroundTruth().Refunds); n != 1 {
+		t.Fatalf("%d refunds; the rule allows only the $10 one", n)
+	}
+}

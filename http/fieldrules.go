@@ -21,7 +21,9 @@ import (
 // The variables, the same for every operation (a parameter the request does
 // not send is absent: test it with has()):
 //
-//	operation               string  the operation's name, e.g. "charges.create"
+//	operation               string  the operation's name, e.g. "charges.create"; an
+//	                                operation with other names (stripe.Aliases) is
+//	                                evaluated under each, and must pass under all
 //	account                 string  the Stripe-Account acted on, "" for the platform
 //	amount                  int     the amount parameter, in minor units
 //	application_fee_amount  int
@@ -235,18 +237,43 @@ func (v *stripeVendor) evalRules(k *keybrake.Key, sr *stripeRequest, madeBy stri
 		if bound == nil {
 			bound = vars()
 		}
-		out, _, err := r.prg.Eval(bound)
-		if err == nil {
-			if ok, isBool := out.Value().(bool); isBool && ok {
-				continue
+		// The operation under each of its names: a rule testing
+		// operation == "refunds.create" must hold for the same refund
+		// sent as charges.refund too (stripe.Aliases).
+		for _, name := range operationNames(op.Name) {
+			bound["operation"] = name
+			out, _, err := r.prg.Eval(bound)
+			if err == nil {
+				if ok, isBool := out.Value().(bool); isBool && ok {
+					continue
+				}
+				v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
+				return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) is false for %s%s. Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what, asName(op.Name, name))}
 			}
 			v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
-			return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) is false for %s. Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what)}
+			return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) could not be evaluated on %s%s (%s), so it refuses (fail closed). Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what, asName(op.Name, name), err)}
 		}
-		v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
-		return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) could not be evaluated on %s (%s), so it refuses (fail closed). Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what, err)}
 	}
 	return nil
+}
+
+// operationNames is op first, then its other names (stripe.Aliases).
+func operationNames(op string) []string {
+	names := []string{op}
+	for _, a := range stripe.Aliases(op) {
+		if a != op {
+			names = append(names, a)
+		}
+	}
+	return names
+}
+
+// asName says under which name a rule was false, when not the request's.
+func asName(op, name string) string {
+	if name == op {
+		return ""
+	}
+	return " with operation bound to " + name + ", another name of " + op
 }
 
 // appliesTo reports whether a rule for ops applies to op: the operations
