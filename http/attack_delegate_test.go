@@ -107,3 +107,30 @@ func TestAttackRules_OperationVariableAlias(t *testing.T) {
 		t.Fatalf("%d refunds; the rule allows only the $10 one", n)
 	}
 }
+
+// TestAttackScope_CustomerAccount: Stripe's customer_account (API
+// 2025-…: the Account that represents a customer, in place of a cus_ id)
+// names the customer a payment intent, invoice, subscription or checkout
+// session charges, and keybrake's customer scope read only customer: a key
+// limited to cus_1 created an intent for cus_1 that belongs to another
+// customer's Account, billed another customer with invoices and
+// subscriptions, and moved its own intent to another customer by update.
+// customer_account is now a customer the scope must allow.
+func TestAttackScope_CustomerAccount(t *testing.T) {
+	e := MustOpen(t)
+	owner := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+	cus := id(owner.must(t, 200, "POST", "/v1/customers", "email=a@example.com&source=tok_visa"))
+	a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"],"allow_unpriced":true,"allowed_customers":["`+cus+`"]}`)
+	pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=1000&currency=usd&customer="+cus)
+	for _, c := range []struct{ path, body string }{
+		{"/v1/payment_intents", "amount=1000&currency=usd&customer=" + cus + "&customer_account=acct_2&payment_method=pm_card_visa&confirm=true"},
+		{"/v1/payment_intents/" + id(pi), "customer_account=acct_2"},
+		{"/v1/invoices", "customer_account=acct_2&auto_advance=true"},
+		{"/v1/invoiceitems", "customer_account=acct_2&amount=1000&currency=usd"},
+		{"/v1/subscriptions", "customer_account=acct_2&items[0][price]=price_1"},
+		{"/v1/checkout/sessions", "mode=payment&customer_account=acct_2&line_items[0][price]=price_1&line_items[0][quantity]=1&success_url=https://x.test"},
+		{"/v1/setup_intents", "customer_account=acct_2&payment_method=pm_card_visa&confirm=true"},
+	} {
+		a.must(t, http.StatusForbidden, "POST", c.path, c.body)
+	}
+}
