@@ -134,3 +134,43 @@ func TestAttackScope_CustomerAccount(t *testing.T) {
 		a.must(t, http.StatusForbidden, "POST", c.path, c.body)
 	}
 }
+
+// TestAttackScope_ObjectOfAnotherCustomer: a key limited to one customer,
+// with allow_unpriced to pay that customer's invoices, paid another
+// customer's open $900 invoice by its id in the path (POST
+// /v1/invoices/{id}/pay): the customer scope looked up the customer of the
+// payment intents and charges a request acts on, not of invoices,
+// subscriptions or the other objects an unpriced write acts on. The
+// object's customer is now looked up for every money-moving request on an
+// object in the path, and one whose customer keybrake cannot tell is
+// refused.
+func TestAttackScope_ObjectOfAnotherCustomer(t *testing.T) {
+	e := MustOpen(t)
+	openInvoice := func(t *testing.T) (customer, invoice string) {
+		_, cus := directPost(t, e, "/v1/customers", "email=payer@example.com&invoice_settings[default_payment_method]=pm_card_visa")
+		directPost(t, e, "/v1/invoiceitems", "customer="+id(cus)+"&amount=90000&currency=usd")
+		_, inv := directPost(t, e, "/v1/invoices", "customer="+id(cus)+"&auto_advance=false&pending_invoice_items_behavior=include")
+		if _, fin := directPost(t, e, "/v1/invoices/"+id(inv)+"/finalize", ""); fin["status"] != "open" {
+			t.Fatalf("finalize: %v", fin)
+		}
+		return id(cus), id(inv)
+	}
+	mine, myInvoice := openInvoice(t)
+	_, theirs := openInvoice(t)
+	a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"],"allow_unpriced":true,"allowed_customers":["`+mine+`"]}`)
+	a.must(t, http.StatusForbidden, "POST", "/v1/invoices/"+theirs+"/pay", "")
+	a.must(t, http.StatusForbidden, "POST", "/v1/invoices/"+theirs+"/send", "")
+	a.must(t, 200, "POST", "/v1/invoices/"+myInvoice+"/pay", "")
+	paid := 0
+	for _, inv := range e.Sim.GroundTruth().Invoices {
+		if inv.AmountPaid > 0 {
+			paid++
+			if inv.ID == theirs {
+				t.Fatalf("another customer's invoice %s was paid", theirs)
+			}
+		}
+	}
+	if paid != 1 {
+		t.Fatalf("%d invoices paid, want the key's own customer's", paid)
+	}
+}
