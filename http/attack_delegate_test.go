@@ -174,3 +174,26 @@ func TestAttackScope_ObjectOfAnotherCustomer(t *testing.T) {
 		t.Fatalf("%d invoices paid, want the key's own customer's", paid)
 	}
 }
+
+// TestAttackRules_LegacyChargeDestination: a charge's legacy destination
+// (destination=acct_…, or destination[account] and [amount]) makes it a
+// destination charge, funds sent on to that connected account, as
+// transfer_data[destination] does; a key whose field rule forbids
+// transfers ("!has(transfer_data)") let a charge through with destination,
+// which the rule never saw. A charge's destination is now bound as its
+// transfer_data too (has(transfer_data), transfer_data.destination,
+// transfer_data.amount).
+func TestAttackRules_LegacyChargeDestination(t *testing.T) {
+	e := MustOpen(t)
+	for _, rule := range []string{`!has(transfer_data)`, `!has(transfer_data) || transfer_data.destination == 'acct_1'`} {
+		a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"],"guards":{"rules":[{"name":"no_transfers","operations":["charges.create"],"expr":"`+rule+`"}]}}`)
+		for _, body := range []string{
+			"amount=1000&currency=usd&source=tok_visa&transfer_data[destination]=acct_2",
+			"amount=1000&currency=usd&source=tok_visa&destination=acct_2",
+			"amount=1000&currency=usd&source=tok_visa&destination[account]=acct_2&destination[amount]=900",
+		} {
+			a.must(t, http.StatusForbidden, "POST", "/v1/charges", body)
+		}
+		a.must(t, 200, "POST", "/v1/charges", "amount=1000&currency=usd&source=tok_visa")
+	}
+}

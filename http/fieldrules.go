@@ -31,7 +31,9 @@ import (
 //	customer, payment_method, description, statement_descriptor,
 //	on_behalf_of, capture_method, confirm      string
 //	metadata                map(string, string), empty when none is sent
-//	transfer_data           map(string, dyn)
+//	transfer_data           map(string, dyn); a charge's legacy destination
+//	                                (destination, destination[account] and [amount])
+//	                                is bound as transfer_data, in request too
 //	request                 map(string, dyn): every parameter, nested as sent
 //
 // has(name) with a bare name tests whether the request sent the top-level
@@ -203,10 +205,8 @@ func (v *stripeVendor) checkPricedRules(k *keybrake.Key, sr *stripeRequest, acco
 	return v.evalRules(k, sr, madeBy, func() map[string]any {
 		vars := ruleVars(sr.op.Name, account, sr.form)
 		request := map[string]any{}
-		if sr.form != nil {
-			for name, val := range sr.form.Tree {
-				request[name] = val
-			}
+		for name, val := range vars["request"].(map[string]any) { // the parameters as ruleVars binds them
+			request[name] = val
 		}
 		request["amount"], request["currency"] = strconv.FormatInt(pr.Amount, 10), pr.Currency
 		vars["request"], vars["amount"], vars["currency"] = request, pr.Amount, pr.Currency
@@ -296,7 +296,17 @@ func ruleVars(operation, account string, form *stripe.Form) map[string]any {
 	if md := form.Map("metadata"); md != nil {
 		vars["metadata"] = md
 	}
-	if td, ok := form.Tree["transfer_data"].(map[string]any); ok {
+	if td, ok := chargeDestination(operation, form.Tree); ok {
+		// A charge's legacy destination sends its funds on as
+		// transfer_data does: a rule on transfer_data reads it too.
+		request := make(map[string]any, len(form.Tree)+1)
+		for k, v := range form.Tree {
+			request[k] = v
+		}
+		request["transfer_data"] = td
+		vars["request"] = request
+	}
+	if td, ok := vars["request"].(map[string]any)["transfer_data"].(map[string]any); ok {
 		vars["transfer_data"] = td
 	}
 	for _, n := range ruleStrings {
@@ -315,4 +325,28 @@ func ruleVars(operation, account string, form *stripe.Form) map[string]any {
 		}
 	}
 	return vars
+}
+
+// chargeDestination returns a charge's legacy destination (destination=
+// acct_…, or destination[account] and destination[amount]) as the
+// transfer_data it stands for, when the charge sends no transfer_data of
+// its own.
+func chargeDestination(operation string, tree map[string]any) (map[string]any, bool) {
+	if operation != "charges.create" || tree["transfer_data"] != nil {
+		return nil, false
+	}
+	switch d := tree["destination"].(type) {
+	case string:
+		return map[string]any{"destination": d}, true
+	case map[string]any:
+		td := map[string]any{}
+		if a, ok := d["account"]; ok {
+			td["destination"] = a
+		}
+		if a, ok := d["amount"]; ok {
+			td["amount"] = a
+		}
+		return td, true
+	}
+	return nil, false
 }
