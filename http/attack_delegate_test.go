@@ -197,3 +197,32 @@ func TestAttackRules_LegacyChargeDestination(t *testing.T) {
 		a.must(t, 200, "POST", "/v1/charges", "amount=1000&currency=usd&source=tok_visa")
 	}
 }
+
+// TestAttackApproval_PriceRaisedAfterApproval: an approval covers a
+// request by its parameters, but a confirm of an intent the key holds
+// nothing on is priced by looking the intent up: a person approved
+// confirming a $60.00 intent, its amount was then raised to $5,000.00
+// outside the key's approval (the operator's own backend, or another
+// key), and the approved retry confirmed $5,000.00. An approved request
+// now goes through only at no more than the amount the person saw.
+func TestAttackApproval_PriceRaisedAfterApproval(t *testing.T) {
+	e := MustOpen(t)
+	a := newAttacker(t, e, `{"total_usd_cap":10000,"allowed_endpoints":["*"],"approval":{"above_usd":50}}`)
+	_, pi := directPost(t, e, "/v1/payment_intents", "amount=6000&currency=usd&payment_method=pm_card_visa")
+	idem := Header{"Idempotency-Key", "confirm-1"}
+	v := a.must(t, http.StatusPaymentRequired, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "", idem)
+	apr, _ := v["error"].(map[string]any)["keybrake"].(map[string]any)["approval_id"].(string)
+	if resp, out := e.Admin(t, "POST", "/vault/approvals/"+apr+"/approve", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve %s: %d %s", apr, resp.StatusCode, out)
+	}
+	directPost(t, e, "/v1/payment_intents/"+id(pi), "amount=500000")
+	if status, v := a.call(t, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "", idem); status == http.StatusOK {
+		t.Fatalf("the approved $60.00 confirm moved %v", v["amount"])
+	}
+	if cents := e.movedCents(); cents != 0 {
+		t.Fatalf("%d cents moved past the approval of $60.00", cents)
+	}
+	// Lowered back to what was approved, the approved retry goes through.
+	directPost(t, e, "/v1/payment_intents/"+id(pi), "amount=6000")
+	a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "", idem)
+}
