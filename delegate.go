@@ -113,7 +113,8 @@ func ChildDeadline(parent *Key, now time.Time) (*time.Time, error) {
 // is no later than ChildDeadline; unpriced operations, secret reads and
 // minting only if the parent has them; an approval requirement at least as
 // strict as the parent's; the parent's guards exactly; the parent's scope
-// exactly, and no count caps on the parent.
+// exactly, and no count caps nor counting guards (Guards.Counts) on the
+// parent.
 func CheckChild(child, parent *Key, now time.Time) error {
 	if child.Vendor != parent.Vendor {
 		return ErrorParam("vendor", "A child key has its parent's vendor.")
@@ -188,6 +189,13 @@ func CheckChild(child, parent *Key, now time.Time) error {
 	// scope is not checked against the parent's but for being the same.
 	if parent.CountCaps.Any() {
 		return ErrorParam("count_caps", "The parent has count caps, which its children's messages, calls and emails are not counted against.")
+	}
+	// A child carries its parent's guards, but counts them on its own
+	// counters: each child of a key limited to one charge a customer a
+	// day could charge that customer again, and the duplicate guard
+	// never compared one child's charge with another's or the parent's.
+	if parent.Guards.Counts() {
+		return ErrorParam("guards", "The parent has guards that count its requests (duplicate, velocity, breaker), which its children's requests are not counted in.")
 	}
 	if ps := ScopeOf(parent); ps != nil && !reflect.DeepEqual(ScopeOf(child), ps) {
 		return ErrorParam(parent.Vendor+"_scope", "A child key of a key with a %s scope has the parent's scope exactly.", parent.Vendor)

@@ -27,6 +27,13 @@ func (g *Guards) BreakerOf() *Breaker {
 	return g.Breaker
 }
 
+// Counts reports whether g has a guard that counts the key's own requests
+// or reservations on the key's counters: the duplicate guard, a velocity
+// limit or the breaker. Field rules count nothing.
+func (g *Guards) Counts() bool {
+	return g != nil && (g.Duplicate != nil || len(g.Velocity) > 0 || g.Breaker != nil)
+}
+
 // IsZero reports whether g guards nothing.
 func (g *Guards) IsZero() bool {
 	return g == nil || (g.Duplicate == nil && len(g.Velocity) == 0 && len(g.Rules) == 0 && g.Breaker == nil)

@@ -23,8 +23,10 @@ type approvalDetail struct {
 // approve is the approval step of reserve: a request the key's policy makes
 // wait for a person (ApprovalPolicy.Requires) goes on only when the key's
 // approval for its Idempotency-Key was approved for this very request
-// (same fingerprint) and has not expired, or was already used (the retry is
-// then a replay of its reservation). Otherwise it is answered at once,
+// (same fingerprint) at no more than the amount approved (a request priced
+// by looking its object up can move more with the same parameters) and has
+// not expired, or was already used (the retry is then a replay of its
+// reservation). Otherwise it is answered at once,
 // nothing forwarded and nothing reserved: 402 keybrake_approval_required
 // while pending (recording the approval on first sight), 403 when denied,
 // 400 when expired or for another request. A request that raises an
@@ -73,6 +75,13 @@ func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call) (*keybr
 	}
 	switch st := a.Status(now); st {
 	case keybrake.ApprovalApproved, keybrake.ApprovalUsed:
+		if pr.Micros > a.Micros {
+			// Same parameters, more money: a confirm or refund priced by
+			// looking its object up moves what the object says now, and
+			// the person approved what it said then.
+			p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s covers %s at $%s; it now moves $%s (its object changed since), so keybrake refused it without forwarding it. Send it again under a new Idempotency-Key to ask again.", a.ID, c.req.Label, a.Micros, pr.Micros), nil)
+			return nil, false
+		}
 		c.note = joinReason(c.note, fmt.Sprintf("approved by %s (%s)", a.DecidedBy, a.ID))
 		return a, true
 	case keybrake.ApprovalDenied:

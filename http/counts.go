@@ -139,14 +139,20 @@ func (s *Server) countBudgets(ctx context.Context, k *keybrake.Key, now time.Tim
 	return out, nil
 }
 
-// checkCountMint refuses to mint a child of a key with count caps: a
-// child's sends would count on the child only, so parent and children
-// together could send past the parent's cap. Fail closed until children
-// count against their parent's counts.
+// checkCountMint refuses to mint a child of a key with count caps or
+// counting guards (keybrake.Guards.Counts): a child's sends and
+// reservations would count on the child only, so parent and children
+// together could send past the parent's cap, or charge a customer past its
+// velocity limit or twice past its duplicate guard. Fail closed until
+// children count against their parent's counts.
 func checkCountMint(parent *keybrake.Key) error {
 	if keybrake.ScopeOf(parent) != nil {
 		// A child's scope is not checked against its parent's yet.
 		return keybrake.Errorf(keybrake.EFORBIDDEN, "Vault key %s has a %s scope; keybrake cannot yet check a child's scope against its parent's, so it mints no children of it.", parent.ID, parent.Vendor)
+	}
+	if parent.Guards.Counts() {
+		// A child's reservations are counted in its own guards only.
+		return keybrake.Errorf(keybrake.EFORBIDDEN, "Vault key %s has guards that count its requests (duplicate, velocity, breaker); keybrake cannot yet count a child's requests in its parent's guards, so it mints no children of it.", parent.ID)
 	}
 	if !parent.CountCaps.Any() {
 		return nil

@@ -2,6 +2,8 @@ package http
 
 import (
 	"context"
+	"net/url"
+	"sort"
 	"strings"
 
 	"github.com/keybrake/keybrake"
@@ -122,13 +124,32 @@ func pathAccount(op stripe.Operation) string {
 	return ""
 }
 
+// customerObjects are the resources whose objects belong to a customer,
+// by the path they are retrieved at: a money-moving write to one of them
+// (in its path, or named by the parameter of the same name in
+// customerObjectParams) moves that customer's money.
+var customerObjects = []string{
+	"/v1/payment_intents", "/v1/charges", "/v1/invoices", "/v1/invoiceitems", "/v1/subscriptions",
+	"/v1/subscription_items", "/v1/subscription_schedules", "/v1/quotes", "/v1/checkout/sessions",
+	"/v1/credit_notes", "/v1/setup_intents",
+}
+
+// customerObjectParams are the top-level parameters that name another
+// customer's object a money-moving write acts on (a credit note of an
+// invoice, an item added to a subscription), with where it is retrieved.
+var customerObjectParams = map[string]string{"invoice": "/v1/invoices", "subscription": "/v1/subscriptions", "quote": "/v1/quotes"}
+
 // checkObjectCustomer applies the customer allowlist to the existing object
 // a request acts on: the payment intent or charge in its path (confirm,
-// capture, update, cancel, increment), and the charge or payment intent a
-// refund names. The object's customer is looked up upstream with the real
-// key; an object without a customer, or with another one, is refused.
+// capture, update, cancel, increment), the charge or payment intent a
+// refund names, and for any priced or unpriced write the customer's object
+// in its path (an invoice paid, a subscription resumed: customerObjects)
+// or named by a parameter (customerObjectParams). The object's customer is
+// looked up upstream with the real key; an object without a customer
+// (one keybrake cannot tell the customer of, such as a subscription
+// item), or with another one, is refused.
 func (v *stripeVendor) checkObjectCustomer(ctx context.Context, k *keybrake.Key, sr *stripeRequest, account string) error {
-	var ids []string
+	var ids, paths []string
 	switch op, form := sr.op, sr.form; {
 	case stripe.HoldsObject(op):
 		ids = append(ids, op.ID)
@@ -139,6 +160,29 @@ func (v *stripeVendor) checkObjectCustomer(ctx context.Context, k *keybrake.Key,
 			if v, ok := form.Get(param); ok && v != "" {
 				ids = append(ids, v)
 			}
+		}
+	case sr.class == stripe.ClassPriced || sr.class == stripe.ClassUnpriced:
+		if p := customerObjectPath(op); p != "" {
+			paths = append(paths, p)
+		}
+		for param, base := range customerObjectParams {
+			if v, ok := form.Get(param); ok && v != "" {
+				paths = append(paths, base+"/"+url.PathEscape(v))
+			}
+		}
+		sort.Strings(paths)
+	}
+	for _, p := range paths {
+		customer, err := v.pathCustomer(ctx, p, account)
+		if err != nil {
+			return err
+		}
+		if customer == "" || !contains(k.AllowedCustomers, customer) {
+			who := "no customer keybrake can tell"
+			if customer != "" {
+				who = "customer " + customer
+			}
+			return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is limited to customers %s; %s acts on %s, which belongs to %s.", strings.Join(k.AllowedCustomers, ", "), sr.op.Name, p, who)
 		}
 	}
 	for _, id := range ids {
@@ -155,4 +199,27 @@ func (v *stripeVendor) checkObjectCustomer(ctx context.Context, k *keybrake.Key,
 		}
 	}
 	return nil
+}
+
+// customerObjectPath is the path the object in op's path is retrieved at, when it
+// is one of customerObjects ("/v1/invoices/in_1" for POST
+// /v1/invoices/in_1/pay), else "".
+func customerObjectPath(op stripe.Operation) string {
+	if op.ID == "" {
+		return ""
+	}
+	i := strings.Index(op.Path, "/"+op.ID)
+	if i < 0 {
+		return ""
+	}
+	end := i + 1 + len(op.ID)
+	if end < len(op.Path) && op.Path[end] != '/' {
+		return ""
+	}
+	for _, base := range customerObjects {
+		if op.Path[:i] == base {
+			return op.Path[:end]
+		}
+	}
+	return ""
 }

@@ -21,7 +21,9 @@ import (
 // The variables, the same for every operation (a parameter the request does
 // not send is absent: test it with has()):
 //
-//	operation               string  the operation's name, e.g. "charges.create"
+//	operation               string  the operation's name, e.g. "charges.create"; an
+//	                                operation with other names (stripe.Aliases) is
+//	                                evaluated under each, and must pass under all
 //	account                 string  the Stripe-Account acted on, "" for the platform
 //	amount                  int     the amount parameter, in minor units
 //	application_fee_amount  int
@@ -29,7 +31,9 @@ import (
 //	customer, payment_method, description, statement_descriptor,
 //	on_behalf_of, capture_method, confirm      string
 //	metadata                map(string, string), empty when none is sent
-//	transfer_data           map(string, dyn)
+//	transfer_data           map(string, dyn); a charge's legacy destination
+//	                                (destination, destination[account] and [amount])
+//	                                is bound as transfer_data, in request too
 //	request                 map(string, dyn): every parameter, nested as sent
 //
 // has(name) with a bare name tests whether the request sent the top-level
@@ -201,10 +205,8 @@ func (v *stripeVendor) checkPricedRules(k *keybrake.Key, sr *stripeRequest, acco
 	return v.evalRules(k, sr, madeBy, func() map[string]any {
 		vars := ruleVars(sr.op.Name, account, sr.form)
 		request := map[string]any{}
-		if sr.form != nil {
-			for name, val := range sr.form.Tree {
-				request[name] = val
-			}
+		for name, val := range vars["request"].(map[string]any) { // the parameters as ruleVars binds them
+			request[name] = val
 		}
 		request["amount"], request["currency"] = strconv.FormatInt(pr.Amount, 10), pr.Currency
 		vars["request"], vars["amount"], vars["currency"] = request, pr.Amount, pr.Currency
@@ -235,18 +237,43 @@ func (v *stripeVendor) evalRules(k *keybrake.Key, sr *stripeRequest, madeBy stri
 		if bound == nil {
 			bound = vars()
 		}
-		out, _, err := r.prg.Eval(bound)
-		if err == nil {
-			if ok, isBool := out.Value().(bool); isBool && ok {
-				continue
+		// The operation under each of its names: a rule testing
+		// operation == "refunds.create" must hold for the same refund
+		// sent as charges.refund too (stripe.Aliases).
+		for _, name := range operationNames(op.Name) {
+			bound["operation"] = name
+			out, _, err := r.prg.Eval(bound)
+			if err == nil {
+				if ok, isBool := out.Value().(bool); isBool && ok {
+					continue
+				}
+				v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
+				return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) is false for %s%s. Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what, asName(op.Name, name))}
 			}
 			v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
-			return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) is false for %s. Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what)}
+			return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) could not be evaluated on %s%s (%s), so it refuses (fail closed). Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what, asName(op.Name, name), err)}
 		}
-		v.s.metrics.guardRefusal(keybrake.GuardRule, r.rule.Name)
-		return &keybrake.Error{Code: keybrake.EFORBIDDEN, Message: fmt.Sprintf("keybrake refused %s: field rule %q (%s) could not be evaluated on %s (%s), so it refuses (fail closed). Nothing was sent to Stripe.", op.Name, r.rule.Name, r.rule.Expr, what, err)}
 	}
 	return nil
+}
+
+// operationNames is op first, then its other names (stripe.Aliases).
+func operationNames(op string) []string {
+	names := []string{op}
+	for _, a := range stripe.Aliases(op) {
+		if a != op {
+			names = append(names, a)
+		}
+	}
+	return names
+}
+
+// asName says under which name a rule was false, when not the request's.
+func asName(op, name string) string {
+	if name == op {
+		return ""
+	}
+	return " with operation bound to " + name + ", another name of " + op
 }
 
 // appliesTo reports whether a rule for ops applies to op: the operations
@@ -269,7 +296,17 @@ func ruleVars(operation, account string, form *stripe.Form) map[string]any {
 	if md := form.Map("metadata"); md != nil {
 		vars["metadata"] = md
 	}
-	if td, ok := form.Tree["transfer_data"].(map[string]any); ok {
+	if td, ok := chargeDestination(operation, form.Tree); ok {
+		// A charge's legacy destination sends its funds on as
+		// transfer_data does: a rule on transfer_data reads it too.
+		request := make(map[string]any, len(form.Tree)+1)
+		for k, v := range form.Tree {
+			request[k] = v
+		}
+		request["transfer_data"] = td
+		vars["request"] = request
+	}
+	if td, ok := vars["request"].(map[string]any)["transfer_data"].(map[string]any); ok {
 		vars["transfer_data"] = td
 	}
 	for _, n := range ruleStrings {
@@ -288,4 +325,28 @@ func ruleVars(operation, account string, form *stripe.Form) map[string]any {
 		}
 	}
 	return vars
+}
+
+// chargeDestination returns a charge's legacy destination (destination=
+// acct_…, or destination[account] and destination[amount]) as the
+// transfer_data it stands for, when the charge sends no transfer_data of
+// its own.
+func chargeDestination(operation string, tree map[string]any) (map[string]any, bool) {
+	if operation != "charges.create" || tree["transfer_data"] != nil {
+		return nil, false
+	}
+	switch d := tree["destination"].(type) {
+	case string:
+		return map[string]any{"destination": d}, true
+	case map[string]any:
+		td := map[string]any{}
+		if a, ok := d["account"]; ok {
+			td["destination"] = a
+		}
+		if a, ok := d["amount"]; ok {
+			td["amount"] = a
+		}
+		return td, true
+	}
+	return nil, false
 }

@@ -38,7 +38,7 @@ func (p *proxy) countHeld(w http.ResponseWriter, r *http.Request, c *call, holdO
 // customer and time filled in here) and writes the refusal when a limit,
 // or the store, refuses it.
 func (p *proxy) count(w http.ResponseWriter, r *http.Request, c *call, args keybrake.RequestArgs) bool {
-	args.KeyID, args.Operation, args.Customer, args.Now = c.key.ID, c.req.Label, guardCustomer(c.req.Params), p.s.Now()
+	args.KeyID, args.Operation, args.Customer, args.Now = c.key.ID, c.req.Label, guardCustomer(c.req), p.s.Now()
 	g, err := p.s.Store.CountRequest(r.Context(), args)
 	if err != nil {
 		p.deny(w, r, c, c.storeError(err), nil)

@@ -29,7 +29,7 @@ func guardInputs(r *http.Request, c *call, rsv *keybrake.Reservation) {
 	if g.IsZero() || form == nil {
 		return
 	}
-	rsv.Customer = guardCustomer(form)
+	rsv.Customer = guardCustomer(c.req)
 	if d := g.Duplicate; d != nil {
 		rsv.DupKey = keybrake.GuardKey(rsv.Customer, rsv.Currency, rsv.Amount, d.MatchMetadata, form.Map("metadata"))
 		if why := strings.TrimSpace(r.Header.Get(keybrake.OverrideHeader)); why != "" {
@@ -41,9 +41,13 @@ func guardInputs(r *http.Request, c *call, rsv *keybrake.Reservation) {
 	}
 }
 
-// guardCustomer is the request's customer for the guards: the first of
-// guardSubjects it names, "" for none.
-func guardCustomer(form Params) string {
+// guardCustomer is the request's customer for the guards: its Subject,
+// else the first of guardSubjects it names, "" for none.
+func guardCustomer(req *VendorRequest) string {
+	if req.Subject != "" {
+		return req.Subject
+	}
+	form := req.Params
 	if form == nil {
 		return ""
 	}

@@ -112,6 +112,23 @@ func (l *upstreamLookup) get(ctx context.Context, path, account string, v any) e
 	return nil
 }
 
+// pathCustomer returns the customer of the object retrieved at path, ""
+// when it has none.
+func (v *stripeVendor) pathCustomer(ctx context.Context, path, account string) (string, error) {
+	var obj lookedUp
+	if err := (&upstreamLookup{s: v.s}).get(ctx, path, account, &obj); err != nil {
+		return "", err
+	}
+	switch c := obj.Customer.(type) {
+	case string:
+		return c, nil
+	case map[string]any:
+		s, _ := c["id"].(string)
+		return s, nil
+	}
+	return "", nil
+}
+
 // objectCustomer returns the customer of a payment intent (pi_) or charge
 // (ch_, py_), "" when it has none. Any other id is EINVALID.
 func (v *stripeVendor) objectCustomer(ctx context.Context, id, account string) (string, error) {

@@ -155,7 +155,11 @@ type VendorRequest struct {
 	Account    string // the vendor account acted on (Stripe-Account), "" for the credential's own
 	Version    string // the API version the request pins (Stripe-Version)
 	Params     Params // what guards read of the parameters; nil for none
-	Parsed     any    // the vendor's own parsed form
+	// Subject is what the guards call the request's customer when the
+	// vendor knows it better than the first of guardSubjects in Params
+	// (the payment a refund refunds); "" to take that.
+	Subject string
+	Parsed  any // the vendor's own parsed form
 
 	// Label names the operation in audit events, metrics and
 	// reservations; "<vendor>.<operation>" by default. Stripe's keep

@@ -102,6 +102,7 @@ func (v *stripeVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 	}
 	sr := &stripeRequest{op: op, env: env, form: form, class: stripe.Classify(op, form), header: a.Header}
 	req.Class, req.Params, req.Parsed = stripeClass(sr.class), form, sr
+	req.Subject = refundSubject(op, form)
 	if a.Method == http.MethodPost {
 		if len(env.IdempotencyKey) > 255 {
 			return nil, keybrake.ErrorParam("Idempotency-Key", "Idempotency-Key is %d characters; Stripe accepts at most 255.", len(env.IdempotencyKey))
@@ -122,6 +123,27 @@ func (v *stripeVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 	}
 	req.Fingerprint = stripe.Fingerprint(stripe.FingerprintArgs{KeyID: a.KeyID, Operation: op.Name, Path: op.Path, Account: env.Account, Version: env.Version, Form: form})
 	return req, nil
+}
+
+// refundSubject is the subject the guards count a refund under: the
+// payment it refunds, the charge in a legacy path (charges.refund,
+// charges.refunds.create, which name none in a parameter) or the charge
+// or payment_intent parameter, before a customer it may also name, so
+// one charge refunded by any of refunds.create's names is one subject,
+// and a customer parameter does not make it another. "" for any other
+// operation, which takes the first of guardSubjects.
+func refundSubject(op stripe.Operation, form *stripe.Form) string {
+	switch op.Name {
+	case "charges.refund", "charges.refunds.create":
+		return op.ID
+	case "refunds.create":
+		for _, p := range []string{"charge", "payment_intent"} {
+			if v, ok := form.Get(p); ok && v != "" {
+				return v
+			}
+		}
+	}
+	return ""
 }
 
 // readForm parses the body (POST) or query (GET, DELETE) strictly.

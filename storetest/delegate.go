@@ -135,6 +135,18 @@ func testDelegation(t *testing.T, open opener) {
 				t.Errorf("%s: %v", param, err)
 			}
 		}
+		// A parent whose guards count its requests: a child would count
+		// them on its own counters (the same guards, not the same count).
+		p3 := NewKey("vk_guarded")
+		p3.Total, p3.Mint = Ptr(USD(10)), true
+		p3.AllowedEndpoints = []string{"charges.create"}
+		p3.Guards = &keybrake.Guards{Velocity: []keybrake.VelocityLimit{{Name: "one", Per: keybrake.PerKey, Limit: 1, WindowSeconds: 60}}}
+		MustCreateKey(t, s, p3)
+		guarded := NewChild("vk_wguard", p3, USD(5), day)
+		guarded.Guards = p3.Guards
+		if _, err := s.MintChild(ctx, keybrake.MintArgs{ParentID: p3.ID, Child: guarded, Now: T0}); keybrake.ErrorParamOf(err) != "guards" {
+			t.Errorf("child of a parent with a velocity limit: %v", err)
+		}
 		late := NewChild("vk_late", p2, USD(5), day.Add(time.Second))
 		late.AllowedCurrencies = []string{"usd"}
 		if _, err := s.MintChild(ctx, keybrake.MintArgs{ParentID: p2.ID, Child: late, Now: T0}); keybrake.ErrorParamOf(err) != "expires_at" {

@@ -4,8 +4,9 @@ import "strings"
 
 // Scope is what a request names that a key's allowlists restrict.
 type Scope struct {
-	// Customers are the customer ids the request acts on: the customer param,
-	// and the id in a /v1/customers/{id}/... path.
+	// Customers are the customer ids the request acts on: the customer
+	// and customer_account params, and the id in a /v1/customers/{id}/...
+	// path.
 	Customers []string
 	// Currencies are the lower-cased values of every currency param, at any
 	// depth (currency, price_data[currency], line_items[0][price_data][currency]).
@@ -35,8 +36,13 @@ func ScopeOf(op Operation, form *Form) Scope {
 	if form == nil {
 		return s
 	}
-	if c, ok := form.Get("customer"); ok && c != "" {
-		s.Customers = appendNew(s.Customers, c)
+	// customer_account names a customer by the Account that represents
+	// it (acct_…), in place of a cus_ id: the intent, invoice,
+	// subscription or session then charges that customer.
+	for _, name := range []string{"customer", "customer_account"} {
+		if c, ok := form.Get(name); ok && c != "" {
+			s.Customers = appendNew(s.Customers, c)
+		}
 	}
 	for _, p := range form.Pairs {
 		if p.Value == "" {

@@ -38,6 +38,7 @@
 //	                                         (line_items[N][price] and [quantity], after_completion; a url
 //	                                         on buy.stripe.com that the simulator does not serve)
 //	POST /v1/refunds                         GET /v1/refunds/{id}
+//	POST /v1/charges/{id}/refunds            POST /v1/charges/{id}/refund (legacy: answers the charge)
 //	POST /v1/transfers                       GET /v1/transfers/{id}
 //	POST /v1/payouts                         GET /v1/payouts/{id}
 //

@@ -19,6 +19,29 @@ func createRefund(s *Server, c *call) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	return s.refund(c, chargeID, piID)
+}
+
+// createChargeRefund serves Stripe's legacy refund paths, POST
+// /v1/charges/{id}/refunds (answering the refund) and POST
+// /v1/charges/{id}/refund (answering the charge refunded): a refund of the
+// charge in the path, as POST /v1/refunds with charge makes it.
+func createChargeRefund(legacy bool) handler {
+	return func(s *Server, c *call) (any, *apiError) {
+		if aerr := allow(c.form, "amount", "reason", "metadata", "refund_application_fee", "reverse_transfer", "instructions_email"); aerr != nil {
+			return nil, aerr
+		}
+		re, aerr := s.refund(c, c.id, "")
+		if aerr != nil || !legacy {
+			return re, aerr
+		}
+		return s.st.charges[re.(*Refund).Charge], nil
+	}
+}
+
+// refund refunds the charge chargeID, or that of the payment intent piID.
+func (s *Server) refund(c *call, chargeID, piID string) (any, *apiError) {
+	f := c.form
 	ch, aerr := s.refundTarget(c, chargeID, piID)
 	if aerr != nil {
 		return nil, aerr

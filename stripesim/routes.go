@@ -84,6 +84,8 @@ func route(method, path string) (handler, string, bool) {
 		return updateCustomer, parts[1], true
 	case len(parts) == 3 && post && parts[0] == "charges" && parts[2] == "capture":
 		return captureCharge, parts[1], true
+	case len(parts) == 3 && post && parts[0] == "charges" && (parts[2] == "refund" || parts[2] == "refunds"):
+		return createChargeRefund(parts[2] == "refund"), parts[1], true
 	case len(parts) == 3 && post && parts[0] == "payment_intents":
 		switch parts[2] {
 		case "confirm":
