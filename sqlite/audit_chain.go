@@ -69,38 +69,11 @@ func (s *Store) PruneEvents(ctx context.Context, before, now time.Time) (int64, 
 			return err
 		}
 		for _, h := range heads {
-			first := h.Seq + 1 // nothing kept: anchor past the head
-			var kept sql.NullInt64
-			if err := tx.QueryRow(`SELECT MIN(seq) FROM events WHERE key_id = ? AND seq > 0 AND time >= ?`,
-				h.KeyID, before.UnixMicro()).Scan(&kept); err != nil {
-				return wrap(err, "prune events of key %s", h.KeyID)
-			}
-			if kept.Valid {
-				first = kept.Int64
-			}
-			prev := h.Hash
-			if first <= h.Seq {
-				err := tx.QueryRow(`SELECT hash FROM events WHERE key_id = ? AND seq = ?`, h.KeyID, first-1).Scan(&prev)
-				if err == sql.ErrNoRows {
-					continue // the prefix is already gone: the anchor stands
-				} else if err != nil {
-					return wrap(err, "prune events of key %s", h.KeyID)
-				}
-			}
-			res, err := tx.Exec(`DELETE FROM events WHERE key_id = ? AND seq > 0 AND seq < ?`, h.KeyID, first)
+			d, err := pruneChain(tx, h, before, now)
 			if err != nil {
 				return wrap(err, "prune events of key %s", h.KeyID)
 			}
-			d, _ := res.RowsAffected()
-			if d == 0 {
-				continue
-			}
 			n += d
-			if _, err := tx.Exec(`INSERT INTO audit_anchors (key_id, seq, prev_hash, time) VALUES (?, ?, ?, ?)
-				ON CONFLICT (key_id) DO UPDATE SET seq = excluded.seq, prev_hash = excluded.prev_hash, time = excluded.time`,
-				h.KeyID, first, prev, now.UnixMicro()); err != nil {
-				return wrap(err, "anchor chain of key %s", h.KeyID)
-			}
 		}
 		res, err := tx.Exec(`DELETE FROM events WHERE seq = 0 AND time < ?`, before.UnixMicro())
 		if err != nil {
@@ -111,6 +84,99 @@ func (s *Store) PruneEvents(ctx context.Context, before, now time.Time) (int64, 
 		return nil
 	})
 	return n, err
+}
+
+// Prune's statements read a key's events through events_key_id (key_id,
+// id), the index FindEvents pages with: 0029 dropped events_key_seq (key_id,
+// seq), of which every event wrote an entry (and with many keys busy, a
+// page each), for prunes alone. Within a key the store hands out seq in ID
+// order (AddEvents chains and inserts in order, and IDs only grow), so the
+// first event kept by ID has the least kept seq, the event before it by ID
+// is seq-1, and the events before it by ID are the prefix: each statement
+// reads a range of the key's events from its start, no more than it
+// deletes. Against a log edited behind the store's back (an event moved to
+// a new ID), the delete still takes only seq < first, so it keeps, never
+// deletes, what does not fit: verification still reports the edit.
+const (
+	qPruneFirstKept = `SELECT id, seq FROM events WHERE key_id = ? AND seq > 0 AND time >= ? ORDER BY id LIMIT 1`
+	qPrunePrevOf    = `SELECT seq, hash FROM events WHERE key_id = ? AND id < ? ORDER BY id DESC LIMIT 1`
+	qPruneBySeq     = `SELECT hash FROM events WHERE key_id = ? AND seq = ?`
+	qPruneBefore    = `DELETE FROM events WHERE key_id = ? AND id < ? AND seq > 0 AND seq < ?`
+	qPruneAll       = `DELETE FROM events WHERE key_id = ? AND seq > 0 AND seq < ?`
+	qPruneAnchor    = `INSERT INTO audit_anchors (key_id, seq, prev_hash, time) VALUES (?, ?, ?, ?)
+		ON CONFLICT (key_id) DO UPDATE SET seq = excluded.seq, prev_hash = excluded.prev_hash, time = excluded.time`
+)
+
+// pruneChain deletes the prefix of h's chain before its first event at or
+// after before and anchors the chain there (past its head when nothing is
+// kept); returns how many events it deleted.
+func pruneChain(tx *sql.Tx, h keybrake.ChainLink, before, now time.Time) (int64, error) {
+	first := h.Seq + 1 // nothing kept: anchor past the head
+	var (
+		keptID  sql.NullInt64
+		keptSeq int64
+	)
+	if err := tx.QueryRow(qPruneFirstKept, h.KeyID, before.UnixMicro()).Scan(&keptID, &keptSeq); err != nil && err != sql.ErrNoRows {
+		return 0, err
+	}
+	if keptID.Valid {
+		first = keptSeq
+	}
+	if first <= 1 {
+		return 0, nil // nothing comes before seq 1
+	}
+	prev := h.Hash
+	if keptID.Valid && first <= h.Seq {
+		var (
+			ok  bool
+			err error
+		)
+		if prev, ok, err = prunedPrev(tx, h.KeyID, keptID.Int64, first); err != nil || !ok {
+			return 0, err // !ok: the prefix is already gone, the anchor stands
+		}
+	}
+	var (
+		res sql.Result
+		err error
+	)
+	if keptID.Valid {
+		res, err = tx.Exec(qPruneBefore, h.KeyID, keptID.Int64, first)
+	} else {
+		res, err = tx.Exec(qPruneAll, h.KeyID, first)
+	}
+	if err != nil {
+		return 0, err
+	}
+	d, _ := res.RowsAffected()
+	if d == 0 {
+		return 0, nil
+	}
+	if _, err := tx.Exec(qPruneAnchor, h.KeyID, first, prev, now.UnixMicro()); err != nil {
+		return 0, err
+	}
+	return d, nil
+}
+
+// prunedPrev returns the hash of keyID's event first-1, the last one a
+// prune before the kept event keptID deletes; false if there is none.
+func prunedPrev(tx *sql.Tx, keyID string, keptID, first int64) (string, bool, error) {
+	var (
+		seq  int64
+		hash string
+	)
+	err := tx.QueryRow(qPrunePrevOf, keyID, keptID).Scan(&seq, &hash)
+	if err == nil && seq != first-1 {
+		// Not the chain's order (a log edited behind the store's back):
+		// look the event up by seq, as the chain names it.
+		err = tx.QueryRow(qPruneBySeq, keyID, first-1).Scan(&hash)
+	}
+	switch {
+	case err == sql.ErrNoRows:
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	return hash, true, nil
 }
 
 func txLinks(tx *sql.Tx, q string) ([]keybrake.ChainLink, error) {

@@ -296,3 +296,129 @@ func writeBytes() int64 {
 	}
 	return 0
 }
+
+// BenchmarkChargeKeysFrames compares one hot key with 1,000 keys charged
+// round-robin (keybrake bench's charge and keys operations), page by page:
+// 64 clients reserve and settle as keybrake bench's charges are (keybrake's
+// own Idempotency-Keys, random fingerprints and object IDs, settled for the
+// amount reserved, as a $1.00 charge is) and one audit writer
+// appends their events in batches as serve's does; the checkpointer is
+// stopped, so the log keeps every frame. Reports frames/op (pages written a
+// charge), cpu-ns/op and, in the log, the frames per charge by B-tree.
+func BenchmarkChargeKeysFrames(b *testing.B) {
+	for _, keys := range []int{1, 1000} {
+		name := "HotKey"
+		if keys > 1 {
+			name = fmt.Sprintf("Keys%d", keys)
+		}
+		b.Run(name, func(b *testing.B) { benchChargeKeysFrames(b, keys) })
+	}
+}
+
+func benchChargeKeysFrames(b *testing.B, nkeys int) {
+	s, path := MustOpen(b)
+	defer s.Close()
+	huge := keybrake.Micros(1 << 60)
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i] = "vk_" + rand.Text()[:24] // random, as the admin API makes them
+		storetest.MustCreateCappedKey(b, s, keys[i], "America/New_York", keybrake.Caps{
+			PerRequest: storetest.Ptr(storetest.USD(100)), Daily: &huge, Monthly: &huge, Total: &huge,
+		})
+	}
+	start := time.Now()
+	var n atomic.Int64
+	events, audited := storetest.AuditInBatches(b, s, 1024)
+	charge := func() bool {
+		i := n.Add(1)
+		now := start.Add(time.Duration(i) * time.Microsecond)
+		key := keys[int(i)%len(keys)]
+		id, ok := chargeFull(b, s, key, now)
+		if !ok {
+			return false
+		}
+		e := storetest.NewEvent(key, now, int(i))
+		e.ReservationID = id
+		events <- e
+		return true
+	}
+	// Every key charged once, as keybrake bench's warm-up does: the
+	// measured charges meet keys that have counters, a chain head and rows.
+	for range max(nkeys, 64) {
+		charge()
+	}
+	close(events)
+	<-audited
+	events, audited = storetest.AuditInBatches(b, s, 1024)
+	if err := sqlite.StopCheckpoints(s); err != nil {
+		b.Fatal(err)
+	}
+	// The first write after the last checkpoint starts the log over.
+	if _, ok := chargeFull(b, s, keys[0], start); !ok {
+		return
+	}
+	from := len(walCommits(b, path+"-wal"))
+	b.ResetTimer()
+	stop := reportCPU(b)
+	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if !charge() {
+				return
+			}
+		}
+	})
+	close(events)
+	<-audited
+	stop()
+	b.StopTimer()
+	commits := walCommits(b, path+"-wal")[from:]
+	owners, err := sqlite.PageOwners(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	by := map[string]int{}
+	var frames int
+	for _, c := range commits {
+		frames += len(c)
+		for _, pg := range c {
+			name, ok := owners[pg]
+			if !ok {
+				name = "new"
+			}
+			by[name]++
+		}
+	}
+	per := func(v int) float64 { return float64(v) / float64(b.N) }
+	b.ReportMetric(per(frames), "frames/op")
+	b.ReportMetric(float64(b.N)/float64(max(1, len(commits))), "charges/commit")
+	names := make([]string, 0, len(by))
+	for name := range by {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return by[names[i]] > by[names[j]] })
+	var line []string
+	for _, name := range names {
+		line = append(line, fmt.Sprintf("%s %.2f", name, per(by[name])))
+	}
+	b.Logf("N=%d, %d commits; frames per charge by B-tree: %s", b.N, len(commits), strings.Join(line, ", "))
+}
+
+// chargeFull is chargePages with keybrake's own Idempotency-Key and the
+// charge settled for what was reserved, as keybrake bench's are.
+func chargeFull(b *testing.B, s *sqlite.Store, key string, now time.Time) (string, bool) {
+	ctx := context.Background()
+	in := storetest.NewReservation(key, "kb_"+strings.TrimPrefix(keybrake.NewReservationID(now), "rsv_"), storetest.USD(1))
+	in.Fingerprint = rand.Text() + rand.Text()
+	res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: in, Now: now})
+	if err != nil || res.OverCap != nil || res.Replay {
+		b.Errorf("Reserve: %+v %v", res, err)
+		return "", false
+	}
+	if _, err := s.Settle(ctx, keybrake.SettleArgs{ID: res.Reservation.ID, State: keybrake.StateSettled,
+		SettledMicros: storetest.USD(1), Amount: 100, Currency: "usd", ObjectID: "ch_" + rand.Text()[:24], UpstreamStatus: 200, Now: now}); err != nil {
+		b.Errorf("Settle: %v", err)
+		return "", false
+	}
+	return res.Reservation.ID, true
+}

@@ -9,11 +9,28 @@ import (
 	"github.com/keybrake/keybrake"
 )
 
-const (
-	qChainHead = `SELECT seq, hash FROM audit_heads WHERE key_id = ?`
-	qMoveHead  = `INSERT INTO audit_heads (key_id, seq, hash, time) VALUES (?, ?, ?, ?)
+// qChainHeads returns the read of n keys' audit heads in one statement.
+func qChainHeads(n int) string {
+	return `SELECT key_id, seq, hash FROM audit_heads WHERE key_id IN (?` + strings.Repeat(", ?", n-1) + `)`
+}
+
+// qMoveHeads returns the upsert of n keys' audit heads in one statement.
+func qMoveHeads(n int) string {
+	return `INSERT INTO audit_heads (key_id, seq, hash, time) VALUES (?, ?, ?, ?)` + strings.Repeat(", (?, ?, ?, ?)", n-1) + `
 		ON CONFLICT (key_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, time = excluded.time`
-)
+}
+
+// qChainHeadsBy and qMoveHeadsBy hold qChainHeads and qMoveHeads of each
+// of eventChunks, prepared at Open: a batch of events over many keys (one
+// event each of 64 keys, as 1,000 busy keys make) reads and moves its heads
+// in a few statements, not two a key.
+var qChainHeadsBy, qMoveHeadsBy = func() (map[int]string, map[int]string) {
+	r, w := map[int]string{}, map[int]string{}
+	for _, n := range eventChunks {
+		r[n], w[n] = qChainHeads(n), qMoveHeads(n)
+	}
+	return r, w
+}()
 
 // eventChunks are the row counts of the prepared multi-row inserts of
 // events, largest first: a batch is written as few of them as add up to it
@@ -63,12 +80,12 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 	ids := make([]int64, len(events))
 	chained := make([]keybrake.Event, len(events))
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
-		heads := map[string]*keybrake.ChainLink{}
+		heads, order, err := s.chainHeads(ctx, tx, events)
+		if err != nil {
+			return err
+		}
 		for i, e := range events {
-			h, err := s.chainHead(ctx, tx, heads, e.KeyID)
-			if err != nil {
-				return err
-			}
+			h := heads[e.KeyID]
 			c := *e
 			c.Time = fromMicros(e.Time.UnixMicro())
 			h.Chain(&c)
@@ -82,12 +99,7 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 			}
 			done += n
 		}
-		for _, h := range heads {
-			if _, err := s.txExec(ctx, tx, qMoveHead, h.KeyID, h.Seq, h.Hash, h.Time.UnixMicro()); err != nil {
-				return wrap(err, "move audit head of key %s", h.KeyID)
-			}
-		}
-		return nil
+		return s.moveHeads(ctx, tx, heads, order)
 	})
 	if err != nil {
 		return err
@@ -158,17 +170,70 @@ type eventName struct {
 	seq int64
 }
 
-// chainHead returns keyID's head, read from the store the first time the
-// batch meets the key.
-func (s *Store) chainHead(ctx context.Context, tx *sql.Tx, heads map[string]*keybrake.ChainLink, keyID string) (*keybrake.ChainLink, error) {
-	if h := heads[keyID]; h != nil {
-		return h, nil
+// chainHeads reads the audit heads of the keys of events, a few keys a
+// statement (eventChunks), and returns them by key ID with the keys in the
+// order they first appear. A key with no head yet starts at seq 0.
+func (s *Store) chainHeads(ctx context.Context, tx *sql.Tx, events []*keybrake.Event) (map[string]*keybrake.ChainLink, []string, error) {
+	heads := make(map[string]*keybrake.ChainLink, len(events))
+	order := make([]string, 0, len(events))
+	for _, e := range events {
+		if heads[e.KeyID] == nil {
+			heads[e.KeyID] = &keybrake.ChainLink{KeyID: e.KeyID}
+			order = append(order, e.KeyID)
+		}
 	}
-	h := &keybrake.ChainLink{KeyID: keyID}
-	err := s.txQueryRow(ctx, tx, qChainHead, keyID).Scan(&h.Seq, &h.Hash)
-	if err != nil && err != sql.ErrNoRows {
-		return nil, wrap(err, "read audit head of key %s", keyID)
+	args := make([]any, 0, len(order))
+	for done := 0; done < len(order); {
+		n := chunkOf(len(order) - done)
+		args = args[:0]
+		for _, k := range order[done : done+n] {
+			args = append(args, k)
+		}
+		if err := s.readHeads(ctx, tx, n, args, heads); err != nil {
+			return nil, nil, err
+		}
+		done += n
 	}
-	heads[keyID] = h
-	return h, nil
+	return heads, order, nil
+}
+
+// readHeads runs qChainHeads(n) for the keys args into heads.
+func (s *Store) readHeads(ctx context.Context, tx *sql.Tx, n int, args []any, heads map[string]*keybrake.ChainLink) error {
+	rows, err := tx.StmtContext(ctx, s.wstmts[qChainHeadsBy[n]]).QueryContext(ctx, args...)
+	if err != nil {
+		return wrap(err, "read audit heads")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			key  string
+			seq  int64
+			hash string
+		)
+		if err := rows.Scan(&key, &seq, &hash); err != nil {
+			return wrap(err, "read audit heads")
+		}
+		if h := heads[key]; h != nil {
+			h.Seq, h.Hash = seq, hash
+		}
+	}
+	return wrap(rows.Err(), "read audit heads")
+}
+
+// moveHeads writes the heads of the keys in order, a few a statement.
+func (s *Store) moveHeads(ctx context.Context, tx *sql.Tx, heads map[string]*keybrake.ChainLink, order []string) error {
+	args := make([]any, 0, 4*min(len(order), eventChunks[0]))
+	for done := 0; done < len(order); {
+		n := chunkOf(len(order) - done)
+		args = args[:0]
+		for _, k := range order[done : done+n] {
+			h := heads[k]
+			args = append(args, h.KeyID, h.Seq, h.Hash, h.Time.UnixMicro())
+		}
+		if _, err := tx.StmtContext(ctx, s.wstmts[qMoveHeadsBy[n]]).ExecContext(ctx, args...); err != nil {
+			return wrap(err, "move audit heads of key %s", order[done])
+		}
+		done += n
+	}
+	return nil
 }

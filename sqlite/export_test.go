@@ -62,7 +62,10 @@ func QueryPlan(s *Store, q string, args ...any) (string, error) {
 // Hot queries of the writer and the resolver, for the plan test.
 var (
 	QCountRead = qCountRead
-	QSpend     = qSpend
+
+	// PruneEvents' statements (audit_chain.go).
+	QPruneFirstKept, QPrunePrevOf, QPruneBefore, QPruneAll = qPruneFirstKept, qPrunePrevOf, qPruneBefore, qPruneAll
+	QSpend                                                 = qSpend
 )
 
 // StopCheckpoints stops s's checkpointer after its last checkpoint: from

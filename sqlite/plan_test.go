@@ -40,6 +40,12 @@ func TestQueryPlans(t *testing.T) {
 		{"Repeats", `SELECT COUNT(*) FROM (SELECT 1 FROM repeat_fingerprints WHERE key_id = ?1 AND fingerprint = ? AND created_at > ? LIMIT ?)`,
 			[]any{"k", "fp", 0, 3}, "PRIMARY KEY (key_id=? AND fingerprint=? AND created_at>?)"},
 		{"Prune", `SELECT r.id FROM reservations r WHERE r.state IN ('settled', 'released') AND r.updated_at < ?1 AND r.created_at < ?1 LIMIT ?2`, []any{0, 10}, "reservations_final"},
+		// PruneEvents' reads and deletes of one key's chain (0029): ranges
+		// of events_key_id from the key's first event.
+		{"PruneFirstKept", sqlite.QPruneFirstKept, []any{"k", 0}, "INDEX events_key_id (key_id=?)"},
+		{"PrunePrevOf", sqlite.QPrunePrevOf, []any{"k", 10}, "INDEX events_key_id (key_id=? AND id<?)"},
+		{"PruneBefore", sqlite.QPruneBefore, []any{"k", 10, 5}, "INDEX events_key_id (key_id=? AND id<?)"},
+		{"PruneAll", sqlite.QPruneAll, []any{"k", 5}, "INDEX events_key_id (key_id=?)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan, err := sqlite.QueryPlan(s, tc.q, tc.args...)

@@ -160,10 +160,10 @@ func open(path string, migrations fs.FS) (*Store, error) {
 // transaction: preparing on the writer needs its only connection.
 func (s *Store) prepare(ctx context.Context) error {
 	s.wstmts, s.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	hot := []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qKeyByID, qChainHead, qMoveHead,
+	hot := []string{qReserveRead, qInsertReservation, qReservationByID, qSettle, qKeyByID,
 		qInsertCounted, qFindEntry, qInsertEntry, qUpdateEntry, qClaimNew, qFinishHeld, qSavepoint, qRollbackTo, qRelease}
-	for _, q := range qInsertEventsBy {
-		hot = append(hot, q)
+	for _, n := range eventChunks {
+		hot = append(hot, qInsertEventsBy[n], qChainHeadsBy[n], qMoveHeadsBy[n])
 	}
 	for _, q := range hot {
 		st, err := s.writer.PrepareContext(ctx, q)

@@ -137,6 +137,51 @@ func testAuditChain(t *testing.T, open opener) {
 		}
 		wantOK(t, MustVerify(t, s), 7)
 	})
+	t.Run("PruneInterleavedBatches", func(t *testing.T) {
+		// Batches of events over many keys, as a busy proxy writes them
+		// (AddEvents reads and moves their heads together), then pruned a
+		// slice at a time as the pruner does: each prune deletes exactly
+		// the events before its cut, every chain still verifies from its
+		// anchor, and the chains go on from their heads.
+		s := open(t)
+		keys := []string{"key_a", "key_b", "key_c", "key_d", "key_e"}
+		var all []*keybrake.Event
+		for b := range 8 {
+			var batch []*keybrake.Event
+			for range 2*b + 1 { // uneven batches, every key in some, some keys twice
+				n := len(all) + len(batch)
+				batch = append(batch, NewEvent(keys[(n*3+b)%len(keys)], T0.Add(time.Duration(n)*time.Second), n+1))
+			}
+			if err := s.AddEvents(ctx, batch); err != nil {
+				t.Fatalf("AddEvents: %v", err)
+			}
+			all = append(all, batch...)
+		}
+		wantOK(t, MustVerify(t, s), len(all))
+		gone := 0
+		for _, cut := range []int{0, 3, 4, 20, 21, 40, 64, 64} {
+			want := max(0, min(cut, len(all))-gone)
+			n, err := s.PruneEvents(ctx, T0.Add(time.Duration(cut)*time.Second), T0.Add(time.Hour))
+			if err != nil || n != int64(want) {
+				t.Fatalf("PruneEvents before event %d = %d, %v; want %d", cut, n, err, want)
+			}
+			gone += want
+			wantOK(t, MustVerify(t, s), len(all)-gone)
+		}
+		for _, k := range keys {
+			e := MustAddEvent(t, s, NewEvent(k, T0.Add(time.Hour), 1))
+			var last int64
+			for _, a := range all {
+				if a.KeyID == k {
+					last = a.Seq
+				}
+			}
+			if e.Seq != last+1 {
+				t.Fatalf("%s after pruning: seq %d, want %d", k, e.Seq, last+1)
+			}
+		}
+		wantOK(t, MustVerify(t, s), len(all)-gone+len(keys))
+	})
 }
 
 // RunAuditTamper checks that editing, deleting or reordering audit events
