@@ -2,6 +2,8 @@ package zmq
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,11 +19,15 @@ import (
 // at AckEndpoint, resending an envelope whose final ack does not come
 // within AckTimeout.
 //
-// Acks are matched to envelopes by the content key they carry. A final ack
-// for a key is the ledger's outcome for that event, whichever send (or
-// which earlier producer process) it answers, so a restarted producer that
-// resends its outbox and receives acks meant for its predecessor still
-// matches them right; an ack for a key nobody waits for is counted
+// Acks are matched to envelopes by the content key they carry, and taken
+// only with the random token this Producer puts in every envelope it sends
+// (Envelope.Token; the worker echoes it): the ack port takes pushes from
+// any peer that reaches it, and a content key is guessable, so a key alone
+// let a forged "declined" end the resends of a bill never charged. A final
+// ack for a key is the ledger's outcome for that event, whichever of this
+// Producer's sends it answers; acks meant for a predecessor process (another
+// token) are dropped, and its resend is answered again from the ledger. An
+// ack without the token, or for a key nobody waits for, is counted
 // (StaleAcks) and dropped.
 //
 // A Producer is safe for concurrent use.
@@ -53,6 +59,7 @@ type Producer struct {
 	ackAddr string
 	done    chan struct{}
 	stale   atomic.Int64
+	token   string // put in every envelope; an ack without it is dropped
 	once    sync.Once
 
 	mu      sync.Mutex
@@ -74,6 +81,9 @@ func (p *Producer) Open() error {
 	p.Logger = loggerOr(p.Logger)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.waiters = map[string]map[chan *Reply]struct{}{}
+	tok := make([]byte, 16)
+	rand.Read(tok)
+	p.token = hex.EncodeToString(tok)
 	p.acks = zmq4.NewPull(p.ctx, socketOptions(p.Logger, cmpOr(p.AckTimeout, DefaultTimeout))...)
 	if err := p.acks.Listen(p.AckEndpoint); err != nil {
 		p.cancel()
@@ -107,8 +117,9 @@ func (p *Producer) Addr() string {
 	return p.Endpoint
 }
 
-// StaleAcks returns how many acks arrived for keys no Send waited for:
-// answers to a predecessor's sends, or duplicates of an answered one.
+// StaleAcks returns how many acks were dropped: without this Producer's
+// token (a predecessor's, or forged), or for keys no Send waited for
+// (duplicates of an answered one).
 func (p *Producer) StaleAcks() int64 { return p.stale.Load() }
 
 // Sockets returns how many push sockets the producer has created: one,
@@ -153,7 +164,9 @@ func (p *Producer) Send(ctx context.Context, env *Envelope) (*Reply, error) {
 	defer p.unwait(env.Key, ch)
 	timeout := cmpOr(p.AckTimeout, DefaultTimeout)
 	attempts := cmpOrInt(p.MaxAttempts, DefaultMaxAttempts)
-	msg := env.Marshal()
+	signed := *env
+	signed.Token = p.token
+	msg := signed.Marshal()
 	var last error
 	for attempt := 1; attempt <= attempts; attempt++ {
 		s, err := p.socket()
@@ -247,6 +260,15 @@ func (p *Producer) readAcks() {
 		rep, err := DecodeReply(lastFrame(m))
 		if err != nil {
 			p.Logger.Warn("zmq: dropped an ack", "err", err)
+			continue
+		}
+		if rep.Token != p.token {
+			// Not an answer to this producer's envelopes: the ack port
+			// takes pushes from anyone who can reach it, and a key is
+			// guessable, so an ack without the token could be a forged
+			// "declined" that stops the resends of a bill never charged.
+			p.stale.Add(1)
+			p.Logger.Warn("zmq: dropped an ack without this producer's token", "key", rep.Key, "status", rep.Status)
 			continue
 		}
 		p.mu.Lock()
