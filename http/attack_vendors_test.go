@@ -588,3 +588,38 @@ func TestAttackSelf_OwnNumberTrunkPrefix(t *testing.T) {
 		t.Fatalf("another number: %v", err)
 	}
 }
+
+// TestAttackResend_TemplateVariableLineBreak: a line break in the subject
+// or a custom header is refused (TestAttackResend_HeaderLineBreak), since
+// written into the message's header it could add a Bcc that keybrake
+// neither prices nor counts. A template's subject (and reply-to) take
+// variables, which the send fills from template.variables, which keybrake
+// passed through unread: the same line break, one field further in. The
+// template object is now read strictly (id and variables; variables are
+// strings without line breaks, or numbers, as Resend's variable types are).
+func TestAttackResend_TemplateVariableLineBreak(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1","daily_email_cap":1}`)
+	hdr := map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"}
+	for _, b := range []string{
+		`{"from":"billing@example.com","to":"a@example.com","subject":"","template":{"id":"welcome","variables":{"NAME":"hi\r\nBcc: r1@example.com, r2@example.com"}}}`,
+		`{"from":"billing@example.com","to":"a@example.com","template":{"id":"welcome","variables":{"NAME":"hi\nBcc: r1@example.com"}}}`,
+		`{"from":"billing@example.com","to":"a@example.com","template":{"id":"welcome","variables":{"NAME":{"x":"y"}}}}`,
+		`{"from":"billing@example.com","to":"a@example.com","template":{"id":"welcome","bcc":"r1@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","template":{"id":"welcome","variables":{"A":"x","A":"y"}}}`,
+	} {
+		resp, body := e.Do(t, "POST", "/resend/emails", b, hdr)
+		if resp.StatusCode != 422 || !strings.Contains(string(body), "template") {
+			t.Errorf("%s: %d %s", b, resp.StatusCode, body)
+		}
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 0 {
+		t.Fatalf("resendsim sent %d emails", n)
+	}
+	// A template with ordinary variables still goes, as resend-go sends it.
+	rs := e.ResendClient(t, secret)
+	if _, err := rs.Emails.Send(&resendgo.SendEmailRequest{From: "billing@example.com", To: []string{"a@example.com"},
+		Template: &resendgo.EmailTemplate{Id: "welcome", Variables: map[string]any{"NAME": "Ann", "PRICE": 499}}}); err != nil {
+		t.Fatalf("template send: %v", err)
+	}
+}
