@@ -623,3 +623,47 @@ func TestAttackResend_TemplateVariableLineBreak(t *testing.T) {
 		t.Fatalf("template send: %v", err)
 	}
 }
+
+// TestAttackResend_RateLimitedRetryReleasesUncertain: a send whose answer
+// was lost (Resend sent it, then answered 500) stays counted as uncertain,
+// and the client's retry under the same Idempotency-Key learns its outcome.
+// Resend's rate limit (and its key check) answer before its idempotency
+// layer and save nothing, so a retry answered 429 says nothing of the first
+// send; the resolver waits on it, but the proxy released the reservation.
+// A key holder who flooded the account's rate limit while retrying had a
+// sent email uncounted, and sent another past a daily cap of 1 email.
+func TestAttackResend_RateLimitedRetryReleasesUncertain(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_email_cap":1,"daily_usd_cap":1}`)
+	send := func(idem, to string) (int, string) {
+		t.Helper()
+		resp, body := e.Do(t, "POST", "/resend/emails", `{"from":"billing@example.com","to":"`+to+`","subject":"s","text":"t"}`,
+			map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json", "Idempotency-Key": idem})
+		return resp.StatusCode, string(body)
+	}
+	if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailAfter, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := send("first", "a@example.com"); st < 500 {
+		t.Fatalf("first send: %d %s, want the lost answer's 5xx", st, body)
+	}
+	for _, status := range []int{429, 401, 403} {
+		if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailBefore, Status: status, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if st, body := send("first", "a@example.com"); st != status {
+			t.Fatalf("retry: %d %s, want Resend's %d", st, body, status)
+		}
+	}
+	st, body := send("second", "b@example.com")
+	if n := e.Resend.Billed().Emails; n != 1 {
+		t.Fatalf("resendsim sent %d emails under a daily cap of 1 (another email answered %d %s)", n, st, body)
+	}
+	// The retry that gets an answer settles the first send, once.
+	if st, body := send("first", "a@example.com"); st != 200 {
+		t.Fatalf("retry: %d %s", st, body)
+	}
+	if n := e.Resend.Billed().Emails; n != 1 {
+		t.Fatalf("resendsim sent %d emails", n)
+	}
+}
