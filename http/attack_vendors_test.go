@@ -16,6 +16,7 @@ import (
 	"github.com/twilio/twilio-go/client"
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
+	"github.com/keybrake/keybrake"
 	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/internal/simfault"
 	"github.com/keybrake/keybrake/twilio"
@@ -665,5 +666,49 @@ func TestAttackResend_RateLimitedRetryReleasesUncertain(t *testing.T) {
 	}
 	if n := e.Resend.Billed().Emails; n != 1 {
 		t.Fatalf("resendsim sent %d emails", n)
+	}
+}
+
+// TestAttackResolver_ResendKeyRefusedReleases: the resolver replays a
+// send whose answer was lost; Resend checks the API key before its
+// idempotency layer and saves no such answer, so a replay answered 401 or
+// 403 (keybrake's Resend key revoked or rotated meanwhile) says nothing of
+// the first send. Resend's resolver released it, as Stripe's did before
+// TestAttackResolver_AccountGoneReleases: a sent email uncounted, and
+// another sent past a daily cap of 1. It now waits.
+func TestAttackResolver_ResendKeyRefusedReleases(t *testing.T) {
+	e := MustOpenVendors(t)
+	id, secret := e.CreateKey(t, `{"vendor":"resend","daily_email_cap":1,"daily_usd_cap":1}`)
+	send := func(to string) (int, string) {
+		t.Helper()
+		resp, body := e.Do(t, "POST", "/resend/emails", `{"from":"billing@example.com","to":"`+to+`","subject":"s","text":"t"}`,
+			map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"})
+		return resp.StatusCode, string(body)
+	}
+	if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailAfter, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := send("a@example.com"); st < 500 {
+		t.Fatalf("first send: %d %s, want the lost answer's 5xx", st, body)
+	}
+	for _, status := range []int{401, 403} {
+		if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailBefore, Status: status, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+		e.Clock.Advance(pastLookupWindow) // past the last pass's lease
+		e.resolvePass(t)
+	}
+	if got := e.reservations(t, id); got[keybrake.StateReleased] != 0 {
+		t.Fatalf("reservations %v: the sent email was released", got)
+	}
+	st, body := send("b@example.com")
+	if n := e.Resend.Billed().Emails; n != 1 {
+		t.Fatalf("resendsim sent %d emails under a daily cap of 1 (another email answered %d %s)", n, st, body)
+	}
+	// A replay that gets Resend's saved answer settles it.
+	e.Clock.Advance(time.Hour)
+	e.resolvePass(t)
+	if got := e.reservations(t, id); got[keybrake.StateSettled] != 1 {
+		t.Fatalf("reservations %v, want the first send settled", got)
 	}
 }
