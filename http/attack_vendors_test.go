@@ -16,6 +16,7 @@ import (
 	"github.com/twilio/twilio-go/client"
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
+	"github.com/keybrake/keybrake"
 	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/internal/simfault"
 	"github.com/keybrake/keybrake/twilio"
@@ -586,5 +587,128 @@ func TestAttackSelf_OwnNumberTrunkPrefix(t *testing.T) {
 	}
 	if _, err := tw.Api.CreateMessage(sms("+14155550123")); err != nil {
 		t.Fatalf("another number: %v", err)
+	}
+}
+
+// TestAttackResend_TemplateVariableLineBreak: a line break in the subject
+// or a custom header is refused (TestAttackResend_HeaderLineBreak), since
+// written into the message's header it could add a Bcc that keybrake
+// neither prices nor counts. A template's subject (and reply-to) take
+// variables, which the send fills from template.variables, which keybrake
+// passed through unread: the same line break, one field further in. The
+// template object is now read strictly (id and variables; variables are
+// strings without line breaks, or numbers, as Resend's variable types are).
+func TestAttackResend_TemplateVariableLineBreak(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1","daily_email_cap":1}`)
+	hdr := map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"}
+	for _, b := range []string{
+		`{"from":"billing@example.com","to":"a@example.com","subject":"","template":{"id":"welcome","variables":{"NAME":"hi\r\nBcc: r1@example.com, r2@example.com"}}}`,
+		`{"from":"billing@example.com","to":"a@example.com","template":{"id":"welcome","variables":{"NAME":"hi\nBcc: r1@example.com"}}}`,
+		`{"from":"billing@example.com","to":"a@example.com","template":{"id":"welcome","variables":{"NAME":{"x":"y"}}}}`,
+		`{"from":"billing@example.com","to":"a@example.com","template":{"id":"welcome","bcc":"r1@example.com"}}`,
+		`{"from":"billing@example.com","to":"a@example.com","template":{"id":"welcome","variables":{"A":"x","A":"y"}}}`,
+	} {
+		resp, body := e.Do(t, "POST", "/resend/emails", b, hdr)
+		if resp.StatusCode != 422 || !strings.Contains(string(body), "template") {
+			t.Errorf("%s: %d %s", b, resp.StatusCode, body)
+		}
+	}
+	if n := len(e.Resend.GroundTruth().Emails); n != 0 {
+		t.Fatalf("resendsim sent %d emails", n)
+	}
+	// A template with ordinary variables still goes, as resend-go sends it.
+	rs := e.ResendClient(t, secret)
+	if _, err := rs.Emails.Send(&resendgo.SendEmailRequest{From: "billing@example.com", To: []string{"a@example.com"},
+		Template: &resendgo.EmailTemplate{Id: "welcome", Variables: map[string]any{"NAME": "Ann", "PRICE": 499}}}); err != nil {
+		t.Fatalf("template send: %v", err)
+	}
+}
+
+// TestAttackResend_RateLimitedRetryReleasesUncertain: a send whose answer
+// was lost (Resend sent it, then answered 500) stays counted as uncertain,
+// and the client's retry under the same Idempotency-Key learns its outcome.
+// Resend's rate limit (and its key check) answer before its idempotency
+// layer and save nothing, so a retry answered 429 says nothing of the first
+// send; the resolver waits on it, but the proxy released the reservation.
+// A key holder who flooded the account's rate limit while retrying had a
+// sent email uncounted, and sent another past a daily cap of 1 email.
+func TestAttackResend_RateLimitedRetryReleasesUncertain(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_email_cap":1,"daily_usd_cap":1}`)
+	send := func(idem, to string) (int, string) {
+		t.Helper()
+		resp, body := e.Do(t, "POST", "/resend/emails", `{"from":"billing@example.com","to":"`+to+`","subject":"s","text":"t"}`,
+			map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json", "Idempotency-Key": idem})
+		return resp.StatusCode, string(body)
+	}
+	if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailAfter, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := send("first", "a@example.com"); st < 500 {
+		t.Fatalf("first send: %d %s, want the lost answer's 5xx", st, body)
+	}
+	for _, status := range []int{429, 401, 403} {
+		if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailBefore, Status: status, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if st, body := send("first", "a@example.com"); st != status {
+			t.Fatalf("retry: %d %s, want Resend's %d", st, body, status)
+		}
+	}
+	st, body := send("second", "b@example.com")
+	if n := e.Resend.Billed().Emails; n != 1 {
+		t.Fatalf("resendsim sent %d emails under a daily cap of 1 (another email answered %d %s)", n, st, body)
+	}
+	// The retry that gets an answer settles the first send, once.
+	if st, body := send("first", "a@example.com"); st != 200 {
+		t.Fatalf("retry: %d %s", st, body)
+	}
+	if n := e.Resend.Billed().Emails; n != 1 {
+		t.Fatalf("resendsim sent %d emails", n)
+	}
+}
+
+// TestAttackResolver_ResendKeyRefusedReleases: the resolver replays a
+// send whose answer was lost; Resend checks the API key before its
+// idempotency layer and saves no such answer, so a replay answered 401 or
+// 403 (keybrake's Resend key revoked or rotated meanwhile) says nothing of
+// the first send. Resend's resolver released it, as Stripe's did before
+// TestAttackResolver_AccountGoneReleases: a sent email uncounted, and
+// another sent past a daily cap of 1. It now waits.
+func TestAttackResolver_ResendKeyRefusedReleases(t *testing.T) {
+	e := MustOpenVendors(t)
+	id, secret := e.CreateKey(t, `{"vendor":"resend","daily_email_cap":1,"daily_usd_cap":1}`)
+	send := func(to string) (int, string) {
+		t.Helper()
+		resp, body := e.Do(t, "POST", "/resend/emails", `{"from":"billing@example.com","to":"`+to+`","subject":"s","text":"t"}`,
+			map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"})
+		return resp.StatusCode, string(body)
+	}
+	if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailAfter, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := send("a@example.com"); st < 500 {
+		t.Fatalf("first send: %d %s, want the lost answer's 5xx", st, body)
+	}
+	for _, status := range []int{401, 403} {
+		if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailBefore, Status: status, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+		e.Clock.Advance(pastLookupWindow) // past the last pass's lease
+		e.resolvePass(t)
+	}
+	if got := e.reservations(t, id); got[keybrake.StateReleased] != 0 {
+		t.Fatalf("reservations %v: the sent email was released", got)
+	}
+	st, body := send("b@example.com")
+	if n := e.Resend.Billed().Emails; n != 1 {
+		t.Fatalf("resendsim sent %d emails under a daily cap of 1 (another email answered %d %s)", n, st, body)
+	}
+	// A replay that gets Resend's saved answer settles it.
+	e.Clock.Advance(time.Hour)
+	e.resolvePass(t)
+	if got := e.reservations(t, id); got[keybrake.StateSettled] != 1 {
+		t.Fatalf("reservations %v, want the first send settled", got)
 	}
 }

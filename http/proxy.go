@@ -665,6 +665,14 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, out VendorOutco
 		args, reason = p.s.settleArgs(rsv, status, out)
 	case status == http.StatusConflict && c.replay:
 		return "idempotency key in use upstream"
+	case c.replay && (status == http.StatusTooManyRequests || status == http.StatusUnauthorized || status == http.StatusForbidden):
+		// The retry of an uncertain request was stopped before the
+		// vendor's idempotency layer (a rate limit, keybrake's own key
+		// refused), which saves no such answer: it says nothing of what
+		// the first request did. The resolver waits on these too;
+		// released here, a sent email or a charge went uncounted
+		// (TestAttackResend_RateLimitedRetryReleasesUncertain).
+		return fmt.Sprintf("still uncertain: the retry was answered %d, which says nothing of the first request", status)
 	case status >= 400 && status < 500 && out.Final:
 		args, reason = p.s.settleArgs(rsv, status, out) // a refusal that left a money object behind
 		reason = leftoverReason(status, reason)

@@ -215,6 +215,11 @@ func (v *resendVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, r
 		return out, nil
 	case st == http.StatusConflict || st == http.StatusTooManyRequests || st >= 500:
 		return VendorOutcome{Reason: fmt.Sprintf("replay answered %d", st)}, nil
+	case st == http.StatusUnauthorized || st == http.StatusForbidden:
+		// Resend checks the API key before its idempotency layer and
+		// saves no such answer: keybrake's key was revoked or rotated,
+		// which says nothing of what the first send did.
+		return VendorOutcome{Reason: fmt.Sprintf("replay answered %d: keybrake's Resend key is refused now; will retry", st)}, nil
 	default:
 		return VendorOutcome{Final: true, State: keybrake.StateReleased, Reason: fmt.Sprintf("released: replay answered %d", st)}, nil
 	}

@@ -165,6 +165,11 @@ func email(fields map[string]json.RawMessage, prefix string) (*Email, error) {
 		}
 	}
 	_, template := fields["template"]
+	if raw, ok := fields["template"]; ok && string(raw) != "null" {
+		if err := checkTemplate(raw, prefix+"template"); err != nil {
+			return nil, err
+		}
+	}
 	if err := optionalString(fields["subject"], &e.Subject); err != nil || (e.Subject == "" && !template) {
 		return nil, keybrake.ErrorParam(prefix+"subject", "Missing `subject` field.")
 	}
@@ -352,4 +357,54 @@ func itoa(n int) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+// maxTemplateVariables is Resend's limit on a template's variables.
+const maxTemplateVariables = 50
+
+// checkTemplate reads the template field strictly: an object of id (a
+// string) and variables (an object of strings and numbers, Resend's two
+// variable types). A template's subject and reply-to take variables, so a
+// variable is refused with a line break for the reason a subject is: written
+// into the message's header, it could add a Bcc that keybrake neither prices
+// nor counts.
+func checkTemplate(raw json.RawMessage, param string) error {
+	fields, err := object(raw, param+".")
+	if err != nil {
+		return err
+	}
+	for k := range fields {
+		if k != "id" && k != "variables" {
+			return keybrake.ErrorParam(param+"."+printable(k), "keybrake does not pass the field %s.%s through; a template takes id and variables.", param, printable(k))
+		}
+	}
+	var id string
+	if json.Unmarshal(fields["id"], &id) != nil || id == "" {
+		return keybrake.ErrorParam(param+".id", "Missing `%s.id` field.", param)
+	}
+	vars, ok := fields["variables"]
+	if !ok || string(vars) == "null" {
+		return nil
+	}
+	values, err := object(vars, param+".variables.")
+	if err != nil {
+		return err
+	}
+	if len(values) > maxTemplateVariables {
+		return keybrake.ErrorParam(param+".variables", "A template takes at most %d variables (got %d).", maxTemplateVariables, len(values))
+	}
+	for name, v := range values {
+		var str string
+		var num json.Number
+		switch {
+		case json.Unmarshal(v, &str) == nil:
+			if strings.ContainsAny(str, "\r\n\x00") {
+				return keybrake.ErrorParam(param+".variables."+printable(name), "keybrake does not pass a template variable with a line break: a template's subject and reply-to take variables, and written into the message's header a line break could add a header such as Bcc that names recipients keybrake neither prices nor counts.")
+			}
+		case len(v) > 0 && v[0] != '"' && json.Unmarshal(v, &num) == nil:
+		default:
+			return keybrake.ErrorParam(param+".variables."+printable(name), "A template variable must be a string or a number.")
+		}
+	}
+	return nil
 }

@@ -2,14 +2,19 @@ package zmq_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/keybrake/keybrake/billing"
 	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/zmq"
 )
@@ -257,4 +262,56 @@ func TestAttackWorker_ZMQConnectionFlood(t *testing.T) {
 			t.Fatalf("no connection was taken in %s after a peer of two left: its slot was not given back", wait)
 		}
 	}
+}
+
+// TestAttackWorker_ZMQForgedAckLosesCharge: the PUSH producer binds its ack
+// socket for the workers to connect to, and took as final any ack carrying
+// the key of an envelope it was waiting for. Keys are content keys, computed
+// from the namespace, customer_id and billing_period that anyone can guess,
+// so a peer that reached the ack port pushed {"status":"declined","key":…}
+// while the real delivery was being retried (Stripe 5xx, over cap): the
+// producer stopped resending and reported the bill declined, and it was
+// never charged. The producer now puts a token of its own in every envelope,
+// the worker echoes it, and acks without it are dropped.
+func TestAttackWorker_ZMQForgedAckLosesCharge(t *testing.T) {
+	e := MustEnv(t)
+	p := producer(t, "tcp://127.0.0.1:0")
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := zmq.HandlerFunc(func(ctx context.Context, body []byte) billing.Result {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			// The first delivery meets a Stripe outage: retry, nothing charged.
+			close(entered)
+			<-gate
+			return billing.Result{Outcome: billing.OutcomeTransient, Action: billing.ActionRetry, Reason: "stripe 503", Delay: time.Millisecond}
+		}
+		return e.Processor(nil).Process(ctx, body)
+	})
+	w := pullWorker(t, e, "tcp://127.0.0.1:0", p, h)
+	p.Endpoint = w.Addr()
+	env := MustEnvelope(t, Event("acct_1"))
+	out := Go(func() (*zmq.Reply, error) { return p.Send(Ctx(t), env) })
+	Receive(t, entered, "the first delivery")
+
+	attacker := zmq4.NewPush(Ctx(t))
+	defer attacker.Close()
+	if err := attacker.Dial(p.AckAddr()); err != nil {
+		t.Fatal(err)
+	}
+	forged := (&zmq.Reply{Status: zmq.StatusDeclined, Key: env.Key, Reason: "charge declined", Outcome: billing.OutcomeDeclined}).Marshal()
+	// Push forged acks until the producer has read some it had no sender
+	// for: dropped, or read after the Send they ended.
+	for i := 0; p.StaleAcks() < 3; i++ {
+		if i > 1_000_000 {
+			t.Fatal("the producer never read the forged acks")
+		}
+		if err := attacker.Send(zmq4.NewMsg(forged)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(gate)
+	rep := MustFinal(t, out, zmq.StatusCharged)
+	e.MustOneCharge(t, env.Key, rep.ChargeID)
 }

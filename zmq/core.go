@@ -30,6 +30,12 @@ func serve(ctx context.Context, h Handler, namespace string, logger *slog.Logger
 		logger.Warn("zmq: refused envelope", "key", bad.Key, "param", bad.Param, "reason", bad.Reason)
 		return bad
 	}
+	// Runs last, after the recovery below: every reply echoes the token.
+	defer func() {
+		if rep != nil {
+			rep.Token = env.Token
+		}
+	}()
 	defer func() {
 		if v := recover(); v != nil {
 			logger.Error("zmq: handler panicked", "key", env.Key, "panic", fmt.Sprint(v))

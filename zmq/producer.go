@@ -2,6 +2,8 @@ package zmq
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,12 +19,15 @@ import (
 // at AckEndpoint, resending an envelope whose final ack does not come
 // within AckTimeout.
 //
-// Acks are matched to envelopes by the content key they carry. A final ack
-// for a key is the ledger's outcome for that event, whichever send (or
-// which earlier producer process) it answers, so a restarted producer that
-// resends its outbox and receives acks meant for its predecessor still
-// matches them right; an ack for a key nobody waits for is counted
-// (StaleAcks) and dropped.
+// Acks are matched to envelopes by the content key they carry, and taken
+// only with the random token each Send puts in its envelope (Envelope.Token;
+// the worker echoes it): the ack port takes pushes from any peer that
+// reaches it, and a content key is guessable, so a key alone let a forged
+// "declined" end the resends of a bill never charged. A final ack is the
+// ledger's outcome for that event, whichever of the Send's resends it
+// answers; acks meant for another Send or a predecessor process (another
+// token) are dropped, and its own resend is answered again from the ledger.
+// Dropped acks are counted (StaleAcks).
 //
 // A Producer is safe for concurrent use.
 type Producer struct {
@@ -59,7 +64,7 @@ type Producer struct {
 	push    zmq4.Socket
 	addr    string
 	pushes  int
-	waiters map[string]map[chan *Reply]struct{}
+	waiters map[string]map[chan *Reply]string // by key, each Send's channel and token
 }
 
 // Open binds the ack socket (and the push socket with Bind) and starts
@@ -73,7 +78,7 @@ func (p *Producer) Open() error {
 	}
 	p.Logger = loggerOr(p.Logger)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.waiters = map[string]map[chan *Reply]struct{}{}
+	p.waiters = map[string]map[chan *Reply]string{}
 	p.acks = zmq4.NewPull(p.ctx, socketOptions(p.Logger, cmpOr(p.AckTimeout, DefaultTimeout))...)
 	if err := p.acks.Listen(p.AckEndpoint); err != nil {
 		p.cancel()
@@ -107,8 +112,9 @@ func (p *Producer) Addr() string {
 	return p.Endpoint
 }
 
-// StaleAcks returns how many acks arrived for keys no Send waited for:
-// answers to a predecessor's sends, or duplicates of an answered one.
+// StaleAcks returns how many acks were dropped: for keys no Send waited
+// for (duplicates of an answered one), or without the token of the Send
+// waiting (a predecessor's, or forged).
 func (p *Producer) StaleAcks() int64 { return p.stale.Load() }
 
 // Sockets returns how many push sockets the producer has created: one,
@@ -147,13 +153,15 @@ func (p *Producer) Close() error {
 // first.
 func (p *Producer) Send(ctx context.Context, env *Envelope) (*Reply, error) {
 	ch := make(chan *Reply, 1)
-	if err := p.wait(env.Key, ch); err != nil {
+	signed := *env
+	signed.Token = newToken()
+	if err := p.wait(env.Key, signed.Token, ch); err != nil {
 		return nil, err
 	}
 	defer p.unwait(env.Key, ch)
 	timeout := cmpOr(p.AckTimeout, DefaultTimeout)
 	attempts := cmpOrInt(p.MaxAttempts, DefaultMaxAttempts)
-	msg := env.Marshal()
+	msg := signed.Marshal()
 	var last error
 	for attempt := 1; attempt <= attempts; attempt++ {
 		s, err := p.socket()
@@ -249,30 +257,41 @@ func (p *Producer) readAcks() {
 			p.Logger.Warn("zmq: dropped an ack", "err", err)
 			continue
 		}
+		// Only the ack carrying a waiting Send's token answers it: the
+		// ack port takes pushes from anyone who can reach it, and a key is
+		// guessable, so an ack with the key alone could be a forged
+		// "declined" that ends the resends of a bill never charged.
 		p.mu.Lock()
-		n := len(p.waiters[rep.Key])
-		for ch := range p.waiters[rep.Key] {
-			drain(ch)
-			ch <- rep
+		waiting, n := len(p.waiters[rep.Key]), 0
+		for ch, token := range p.waiters[rep.Key] {
+			if token == rep.Token {
+				drain(ch)
+				ch <- rep
+				n++
+			}
 		}
 		p.mu.Unlock()
 		if n == 0 {
 			p.stale.Add(1)
-			p.Logger.Debug("zmq: ack for no pending send", "key", rep.Key, "status", rep.Status)
+			if waiting > 0 {
+				p.Logger.Warn("zmq: dropped an ack without the token of the send waiting for its key", "key", rep.Key, "status", rep.Status)
+			} else {
+				p.Logger.Debug("zmq: ack for no pending send", "key", rep.Key, "status", rep.Status)
+			}
 		}
 	}
 }
 
-func (p *Producer) wait(key string, ch chan *Reply) error {
+func (p *Producer) wait(key, token string, ch chan *Reply) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.waiters == nil || p.ctx.Err() != nil {
 		return errors.New("zmq: the producer is not open")
 	}
 	if p.waiters[key] == nil {
-		p.waiters[key] = map[chan *Reply]struct{}{}
+		p.waiters[key] = map[chan *Reply]string{}
 	}
-	p.waiters[key][ch] = struct{}{}
+	p.waiters[key][ch] = token
 	return nil
 }
 
@@ -283,4 +302,11 @@ func (p *Producer) unwait(key string, ch chan *Reply) {
 	if len(p.waiters[key]) == 0 {
 		delete(p.waiters, key)
 	}
+}
+
+// newToken returns a random envelope token: 128 bits, hex.
+func newToken() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

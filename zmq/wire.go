@@ -29,7 +29,15 @@ const MaxMessageBytes = billing.MaxEventBytes + 1024
 type Envelope struct {
 	Key   string          `json:"key"`
 	Event json.RawMessage `json:"event"`
+	// Token, optional, is echoed in the reply: the PUSH producer sets its
+	// own (Producer.Send) and drops acks without it, since its ack port
+	// takes pushes from any peer and the key alone is guessable. Not part
+	// of the key; at most MaxTokenBytes of printable ASCII.
+	Token string `json:"token,omitempty"`
 }
+
+// MaxTokenBytes bounds an envelope's token.
+const MaxTokenBytes = 64
 
 // NewEnvelope validates ev and returns its envelope under namespace: the
 // event as JSON and its content key. Returns EINVALID naming the field if
@@ -102,6 +110,9 @@ type Reply struct {
 	Outcome billing.Outcome `json:"outcome,omitempty"`
 	// RetryAfterMS is, for StatusRetry, how long to wait before resending.
 	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
+	// Token is the envelope's token, echoed; "" when it had none or could
+	// not be read.
+	Token string `json:"token,omitempty"`
 }
 
 // RetryAfter returns RetryAfterMS as a duration.
@@ -154,18 +165,22 @@ func decodeEnvelope(b []byte, namespace string) (*Envelope, *Reply) {
 	if d.More() {
 		return nil, reject("", keybrake.Errorf(keybrake.EINVALID, "The message has data after its envelope."))
 	}
+	if !validToken(env.Token) {
+		return nil, reject("", keybrake.ErrorParam("token", "The envelope token must be at most %d bytes of printable ASCII.", MaxTokenBytes))
+	}
+	echo := func(r *Reply) *Reply { r.Token = env.Token; return r }
 	if env.Key == "" {
-		return nil, reject("", keybrake.ErrorParam("key", "The envelope has no key: the producer computes the event's content key before the first send."))
+		return nil, echo(reject("", keybrake.ErrorParam("key", "The envelope has no key: the producer computes the event's content key before the first send.")))
 	}
 	if len(env.Event) == 0 || bytes.Equal(env.Event, []byte("null")) {
-		return nil, reject(env.Key, keybrake.ErrorParam("event", "The envelope has no event."))
+		return nil, echo(reject(env.Key, keybrake.ErrorParam("event", "The envelope has no event.")))
 	}
 	ev, err := billing.DecodeEvent(env.Event)
 	if err != nil {
-		return nil, reject(env.Key, err)
+		return nil, echo(reject(env.Key, err))
 	}
 	if want := ev.Key(namespace); env.Key != want {
-		return nil, reject(env.Key, keybrake.ErrorParam("key", "The envelope key %q is not the content key of its event in namespace %q (%s): build it from the namespace, customer_id and billing_period only, never from socket metadata.", clip(env.Key), namespace, want))
+		return nil, echo(reject(env.Key, keybrake.ErrorParam("key", "The envelope key %q is not the content key of its event in namespace %q (%s): build it from the namespace, customer_id and billing_period only, never from socket metadata.", clip(env.Key), namespace, want)))
 	}
 	return &env, nil
 }
@@ -229,4 +244,19 @@ func closeErr(err error) error {
 		return nil
 	}
 	return err
+}
+
+// validToken reports whether t is an acceptable envelope token: at most
+// MaxTokenBytes of printable ASCII, so that echoing it cannot grow a reply
+// or carry anything but an opaque value.
+func validToken(t string) bool {
+	if len(t) > MaxTokenBytes {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] < 0x21 || t[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
