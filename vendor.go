@@ -116,15 +116,17 @@ func (c CountCaps) clone() CountCaps {
 }
 
 // DefaultVendorEndpoints returns the operations a key of vendor created
-// without allowed_endpoints may call: sending and reading messages or
-// emails, not calls, account resources or anything that changes the
-// account.
+// without allowed_endpoints may call: sending messages or emails, and
+// reading one by the id its send answered with; not calls, account
+// resources, anything that changes the account, or lists: the vendor's
+// list answers with what every vault key on the account sent (login
+// links, one-time codes), not only this key's.
 func DefaultVendorEndpoints(vendor string) []string {
 	switch vendor {
 	case VendorTwilio:
-		return []string{"messages.create", "messages.fetch", "messages.list"}
+		return []string{"messages.create", "messages.fetch"}
 	case VendorResend:
-		return []string{"emails.send", "emails.batch", "emails.get", "emails.list"}
+		return []string{"emails.send", "emails.batch", "emails.get"}
 	}
 	return DefaultEndpoints()
 }

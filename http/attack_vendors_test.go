@@ -712,3 +712,29 @@ func TestAttackResolver_ResendKeyRefusedReleases(t *testing.T) {
 		t.Fatalf("reservations %v, want the first send settled", got)
 	}
 }
+
+// TestResendDefaultsListNothing: a Resend or Twilio key created without
+// allowed_endpoints may read a message it sent by its id, but not list the
+// account's: the list answers with every key's mail.
+func TestResendDefaultsListNothing(t *testing.T) {
+	e := MustOpenVendors(t)
+	_, secret := e.CreateKey(t, `{"vendor":"resend","daily_email_cap":3}`)
+	rs := e.ResendClient(t, secret)
+	sent, err := rs.Emails.Send(&resendgo.SendEmailRequest{From: "billing@example.com", To: []string{"a@example.com"}, Subject: "s", Text: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Emails.Get(sent.Id); err != nil {
+		t.Fatalf("get the email this key sent: %v", err)
+	}
+	if _, err := rs.Emails.List(); err == nil || !strings.Contains(err.Error(), "emails.list") {
+		t.Fatalf("list by default: %v, want refused naming emails.list", err)
+	}
+	_, secret = e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	tw := e.TwilioClient(t, secret)
+	if _, err := tw.Api.ListMessage(&api.ListMessageParams{}); err == nil {
+		t.Fatal("a Twilio key lists the account's messages by default")
+	} else {
+		twilioErr(t, err, 403, twilio.CodeForbidden)
+	}
+}
