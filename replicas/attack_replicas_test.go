@@ -152,8 +152,11 @@ func TestAttackReplicas_StaleKeyCacheWithoutNotify(t *testing.T) {
 // forwarded a $50.00 charge the new policy refuses (an endpoint no longer
 // allowed, a secret rotated out), or a $500 top-up after
 // allow_unpriced was taken away, for up to
-// KeyCacheMaxAge with a lost NOTIFY. A request that reserves money (or
-// moves it uncounted) is now decided on the key as the store has it.
+// KeyCacheMaxAge with a lost NOTIFY; and it minted, for the rotated-out
+// secret, a child key with $500 of the parent's cap and a secret of its
+// own, which outlives the rotation. A request that reserves money (or
+// moves it uncounted), and a mint, are now decided on the key as the
+// store has it.
 func TestAttackReplicas_NarrowedPolicyOnStaleReplica(t *testing.T) {
 	dsn := MustDatabase(t, MustServerDSN(t))
 	u, err := url.Parse(dsn)
@@ -178,6 +181,11 @@ func TestAttackReplicas_NarrowedPolicyOnStaleReplica(t *testing.T) {
 			"PATCH /vault/keys/{id} {\"allow_unpriced\":false}", "/v1/topups", "amount=50000&currency=usd", http.StatusForbidden},
 		{"SecretRotatedOut", `{"label":"narrowed","daily_usd_cap":1000}`,
 			"POST /vault/keys/{id}/rotate ", "/v1/charges", "amount=5000&currency=usd&source=tok_visa", http.StatusUnauthorized},
+		// The mint route is the admin API's: its refusal is keybrake's own
+		// 401, and a 201 is a child key, with a secret of its own that the
+		// rotation never reaches, minted for the rotated-out secret.
+		{"SecretRotatedOutMintsChild", `{"label":"narrowed","total_usd_cap":1000,"mint":true}`,
+			"POST /vault/keys/{id}/rotate ", "/vault/keys/self/children", `{"label":"kept","total_usd_cap":500}`, http.StatusUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			keyID, secret := MustCreateKey(t, a.URL(), tc.key)
