@@ -695,6 +695,14 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, out VendorOutco
 		args, reason = p.s.settleArgs(rsv, status, out)
 	case status == http.StatusConflict && c.replay:
 		return "idempotency key in use upstream"
+	case c.replay && (status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusTooManyRequests):
+		// Stripe answers these before its idempotency layer and saves
+		// none: a replay so answered says nothing of what the first
+		// request did, as for the resolver (resolver.go). Released, a
+		// charge whose answer was lost went uncounted once its holder
+		// disconnected the account or ran it into the rate limit
+		// (TestAttackResolver_ClientReplayAnsweredUnsaved).
+		return fmt.Sprintf("still uncertain: upstream answered %d to the replay", status)
 	case status >= 400 && status < 500 && out.Final:
 		args, reason = p.s.settleArgs(rsv, status, out) // a refusal that left a money object behind
 		reason = leftoverReason(status, reason)
