@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -168,4 +169,34 @@ func TestAttackResolver_AccountGoneReleases(t *testing.T) {
 		}
 		a.wantMoneyComplete(t, 10000)
 	})
+}
+
+// The resolver leaves a lost answer's reservation counted when a replay is
+// answered 401, 403 or 429 (answers Stripe gives before its idempotency
+// layer and never saves), but the key holder's own retry of the same
+// Idempotency-Key, sent to any replica, settled the reservation it
+// replayed by the same rule as a first request: any other 4xx released it.
+// A key holder whose $90 charge lost its answer disconnected the account
+// (403 from then on), or drove the account into Stripe's rate limit with
+// free reads (429), and retried once: the reservation was released, $90
+// moved and $0 counted. A replay answered so now leaves it uncertain.
+func TestAttackResolver_ClientReplayAnsweredUnsaved(t *testing.T) {
+	for _, status := range []int{403, 401, 429} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			eachStore(t, func(t *testing.T, e *Env) {
+				a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["*"]}`)
+				acct := Header{"Stripe-Account", "acct_1Attacker"}
+				idem := Header{"Idempotency-Key", "lost-answer-1"}
+				e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultCutAfter, Count: 1})
+				if got, v := a.call(t, "POST", "/v1/charges", "amount=9000&currency=usd&source=tok_visa", acct, idem); got != 502 {
+					t.Fatalf("charge with its answer cut: %d %v", got, v)
+				}
+				e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultFailBefore, Status: status})
+				if got, v := a.call(t, "POST", "/v1/charges", "amount=9000&currency=usd&source=tok_visa", acct, idem); got != status {
+					t.Fatalf("the key holder's retry: %d %v; want the upstream's %d", got, v, status)
+				}
+				a.wantMoneyComplete(t, 10000)
+			})
+		})
+	}
 }

@@ -48,7 +48,11 @@ func (s *Server) serveSelfMint(w http.ResponseWriter, r *http.Request) {
 		s.writeAdminError(w, r, keybrake.Errorf(keybrake.ENOTFOUND, "No route for %s %s; mint with POST.", r.Method, selfChildrenPath))
 		return
 	}
-	parent, err := s.proxy.authenticate(r, s.stripeRoute())
+	// Read from the store, not the key cache: a replica that cached the
+	// parent before its secret was rotated out elsewhere minted, for the
+	// old secret, a child whose own secret outlives the rotation
+	// (TestAttackReplicas_NarrowedPolicyOnStaleReplica).
+	parent, _, err := s.proxy.authenticateCached(r, s.stripeRoute(), true)
 	if err != nil {
 		if parent == nil {
 			s.limiter.fail(s.clientAddr(r))

@@ -19,7 +19,9 @@ const keyCacheSize = 10_000
 // gives up, minutes later): a revoked key, or one whose allowlist or
 // allow_unpriced was narrowed, would then keep its reads, free writes and
 // unpriced writes on that replica for as long as it lived. Money-moving
-// requests never depend on the cache (Reserve reads the key again).
+// requests never depend on the cache: a priced or unpriced request reads
+// the key again before it is decided (proxy.serve), and Reserve reads its
+// caps again under the key's lock.
 const KeyCacheMaxAge = 5 * time.Second
 
 // keyCache keeps vault keys by secret hash so that authenticating a request
@@ -97,20 +99,29 @@ func (c *keyCache) evict(id string) {
 // findKey returns the key whose vault key hashes to hash, from the cache
 // when the store reports changes, else from the store.
 func (s *Server) findKey(ctx context.Context, hash string) (*keybrake.Key, error) {
+	k, _, err := s.findKeyCached(ctx, hash, false)
+	return k, err
+}
+
+// findKeyCached is findKey; with fresh it reads the store whatever the
+// cache holds (and caches what it read). cached reports whether the key
+// came from the cache.
+func (s *Server) findKeyCached(ctx context.Context, hash string, fresh bool) (k *keybrake.Key, cached bool, err error) {
 	if s.keys == nil {
-		return s.Store.FindKeyBySecretHash(ctx, hash)
+		k, err = s.Store.FindKeyBySecretHash(ctx, hash)
+		return k, false, err
 	}
 	read := s.Now()
 	k, gen := s.keys.get(hash, read)
-	if k != nil {
-		return k, nil
+	if k != nil && !fresh {
+		return k, true, nil
 	}
-	k, err := s.Store.FindKeyBySecretHash(ctx, hash)
+	k, err = s.Store.FindKeyBySecretHash(ctx, hash)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s.keys.put(hash, k, gen, read)
-	return k, nil
+	return k, false, nil
 }
 
 // watchKeys starts the cache if the store can report changes.

@@ -79,7 +79,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 	if !s.checkVendorAuthLimit(w, r, c.v) {
 		return
 	}
-	key, err := p.authenticate(r, c.v)
+	key, cached, err := p.authenticateCached(r, c.v, false)
 	if err != nil {
 		p.unauthorized(w, r, c, key, err)
 		return
@@ -88,6 +88,20 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 	if c.req, err = p.parse(r, c, path); err != nil {
 		p.deny(w, r, c, err, nil)
 		return
+	}
+	if cached && (c.req.Class == ClassPriced || c.req.Class == ClassUnpriced) {
+		// The cache may hold the key as it was before a change another
+		// replica committed: its NOTIFY is delivered later, or lost (then
+		// the cache holds it up to KeyCacheMaxAge). Reserve re-reads the
+		// caps, revocation and suspension, but the allowlist, the scope,
+		// field rules, allow_unpriced and a rotated-out secret are decided
+		// here: a request that moves money is decided on the key as the
+		// store has it now (TestAttackReplicas_NarrowedPolicyOnStaleReplica).
+		if key, _, err = p.authenticateCached(r, c.v, true); err != nil {
+			p.unauthorized(w, r, c, key, err)
+			return
+		}
+		c.key = key
 	}
 	if c.req.Operation == ownKeyOperation && r.Method == http.MethodGet {
 		p.serveOwnKey(w, r, c)
@@ -120,20 +134,28 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 // SMS. A revoked or expired key is returned with its EUNAUTHORIZED, so the
 // refusal is audited on it.
 func (p *proxy) authenticate(r *http.Request, v Vendor) (*keybrake.Key, error) {
+	k, _, err := p.authenticateCached(r, v, false)
+	return k, err
+}
+
+// authenticateCached is authenticate; with fresh it reads the key from the
+// store whatever the key cache holds. cached reports whether the key came
+// from the cache.
+func (p *proxy) authenticateCached(r *http.Request, v Vendor, fresh bool) (*keybrake.Key, bool, error) {
 	secret, err := v.Authenticate(r)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(r.Header.Values("Authorization")) > 1 {
 		// Which one a vendor's SDK, a load balancer or the upstream would
 		// read is anyone's guess: a request names one credential.
-		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "The request carries more than one Authorization header; send one.")
+		return nil, false, keybrake.Errorf(keybrake.EUNAUTHORIZED, "The request carries more than one Authorization header; send one.")
 	}
-	k, err := p.s.keyBySecret(r.Context(), secret)
+	k, cached, err := p.s.keyBySecretCached(r.Context(), secret, fresh)
 	if err == nil && keyVendor(k) != v.Name() {
-		return k, keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is for %s; it may not call %s.", k.Vendor, v.Name())
+		return k, cached, keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is for %s; it may not call %s.", k.Vendor, v.Name())
 	}
-	return k, err
+	return k, cached, err
 }
 
 // keyVendor is the vendor k may call; keys made before vendors existed
@@ -236,20 +258,28 @@ func (p *proxy) admit(w http.ResponseWriter, r *http.Request, c *call) bool {
 // keyBySecret finds the key of a vault key, for every vendor's route. A
 // revoked or expired key is returned with its EUNAUTHORIZED.
 func (s *Server) keyBySecret(ctx context.Context, secret string) (*keybrake.Key, error) {
+	k, _, err := s.keyBySecretCached(ctx, secret, false)
+	return k, err
+}
+
+// keyBySecretCached is keyBySecret; with fresh it reads the key from the
+// store whatever the cache holds. cached reports whether it came from the
+// cache.
+func (s *Server) keyBySecretCached(ctx context.Context, secret string, fresh bool) (*keybrake.Key, bool, error) {
 	hash := HashSecret(secret)
-	k, err := s.findKey(ctx, hash)
+	k, cached, err := s.findKeyCached(ctx, hash, fresh)
 	if keybrake.ErrorCode(err) == keybrake.ENOTFOUND {
-		return nil, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s.", redact(secret))
+		return nil, false, keybrake.Errorf(keybrake.EUNAUTHORIZED, "Invalid API Key provided: %s.", redact(secret))
 	} else if err != nil {
-		return nil, storeError(err)
+		return nil, false, storeError(err)
 	}
 	if err := k.AcceptsSecret(hash, s.Now()); err != nil {
-		return k, err
+		return k, cached, err
 	}
 	if err := k.Usable(s.Now()); err != nil {
-		return k, err
+		return k, cached, err
 	}
-	return k, nil
+	return k, cached, nil
 }
 
 // redact shows the start of a presented key, never all of it.
@@ -668,10 +698,12 @@ func (p *proxy) settle(ctx context.Context, c *call, status int, out VendorOutco
 	case c.replay && (status == http.StatusTooManyRequests || status == http.StatusUnauthorized || status == http.StatusForbidden):
 		// The retry of an uncertain request was stopped before the
 		// vendor's idempotency layer (a rate limit, keybrake's own key
-		// refused), which saves no such answer: it says nothing of what
-		// the first request did. The resolver waits on these too;
-		// released here, a sent email or a charge went uncounted
-		// (TestAttackResend_RateLimitedRetryReleasesUncertain).
+		// refused, an account disconnected), which saves no such answer:
+		// it says nothing of what the first request did. The resolver
+		// waits on these too (resolver.go); released here, a sent email
+		// or a charge whose answer was lost went uncounted
+		// (TestAttackResend_RateLimitedRetryReleasesUncertain,
+		// TestAttackResolver_ClientReplayAnsweredUnsaved).
 		return fmt.Sprintf("still uncertain: the retry was answered %d, which says nothing of the first request", status)
 	case status >= 400 && status < 500 && out.Final:
 		args, reason = p.s.settleArgs(rsv, status, out) // a refusal that left a money object behind

@@ -84,3 +84,39 @@ func TestGuardClockSkew(t *testing.T) {
 		}
 	})
 }
+
+// A replica whose clock is a day ahead is refused by Reserve (MaxClockSkew)
+// but RaiseHold took its time as it came: a raise "on a later day" moved
+// the whole hold out of today's counters into tomorrow's, so today's daily
+// cap was free again. A $9.00 hold raised by a cent at a time to $10.00
+// through that replica, then $10.00 reserved today through an honest one:
+// $20.00 movable today under a $10.00 daily cap. A raise is now refused,
+// like a reservation, while the replica's clock is off the database's.
+func TestAttackReplicas_RaiseOnSkewedClock(t *testing.T) {
+	ctx := context.Background()
+	dsn := MustDatabase(t, MustServerDSN(t))
+	a, b := MustOpen(t, dsn), MustOpen(t, dsn)
+	a.MaxClockSkew, b.MaxClockSkew = postgres.DefaultMaxClockSkew, postgres.DefaultMaxClockSkew
+	k := storetest.NewKey("key_a")
+	k.Caps.Daily = storetest.Ptr(storetest.USD(10))
+	storetest.MustCreateKey(t, a, k)
+	now := time.Now()
+	hold, err := a.Reserve(ctx, keybrake.ReserveArgs{Reservation: storetest.NewCharge("key_a", "idem_hold", "cus_1", storetest.USD(9)), Now: now})
+	if err != nil || hold.Reservation == nil {
+		t.Fatalf("reserve the $9.00 hold: %+v %v", hold, err)
+	}
+	if _, err := b.Reserve(ctx, keybrake.ReserveArgs{Reservation: storetest.NewCharge("key_a", "idem_b", "cus_1", storetest.USD(1)), Now: now.Add(24 * time.Hour)}); keybrake.ErrorCode(err) != keybrake.EUNAVAILABLE {
+		t.Fatalf("reserve on the replica a day ahead: %v; want EUNAVAILABLE", err)
+	}
+	_, raiseErr := b.RaiseHold(ctx, keybrake.RaiseArgs{ID: hold.Reservation.ID, Amount: 1000, Currency: "usd", Micros: storetest.USD(10), Now: now.Add(24 * time.Hour)})
+	again, err := a.Reserve(ctx, keybrake.ReserveArgs{Reservation: storetest.NewCharge("key_a", "idem_again", "cus_1", storetest.USD(10)), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.OverCap == nil {
+		t.Fatalf("after a raise on a replica a day ahead (err %v), $10.00 more was reserved today next to the $9.00 hold: $20.00 movable today under a $10.00 daily cap", raiseErr)
+	}
+	if keybrake.ErrorCode(raiseErr) != keybrake.EUNAVAILABLE {
+		t.Fatalf("raise on the replica a day ahead: %v; want EUNAVAILABLE", raiseErr)
+	}
+}

@@ -20,6 +20,11 @@ func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybra
 	if args.KeyID == "" || args.ObjectID == "" || args.Owner == "" {
 		return nil, keybrake.Errorf(keybrake.EINVALID, "A lock needs a key, an object and an owner.")
 	}
+	// Another replica's lock is live until its lock_until by this
+	// replica's clock: one far ahead would take it while it is held.
+	if err := s.checkClock(ctx, args.Now); err != nil { // guard_clock.go
+		return nil, err
+	}
 	// The lock is the object's, whichever key asks: a transaction-scoped
 	// advisory lock on the object id serialises the lockers of one object,
 	// so no two keys both see it free.
@@ -113,6 +118,13 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 		return keybrake.ReserveResult{}, keybrake.ErrorParam("amount", "A hold cannot be negative.")
 	}
 	now := ts(args.Now)
+	// A raise on a later day moves the whole hold into that day
+	// (keybrake.RaiseBuckets): taken from a clock a day ahead, it emptied
+	// today's counters for the other replicas (guard_clock.go;
+	// TestAttackReplicas_RaiseOnSkewedClock).
+	if err := s.checkClock(ctx, now); err != nil {
+		return keybrake.ReserveResult{}, err
+	}
 	var res keybrake.ReserveResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var keyID string
