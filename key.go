@@ -291,3 +291,16 @@ type KeyWatcher interface {
 	// cached key. It returns once watching has started.
 	WatchKeys(ctx context.Context, fn func(keyID string)) error
 }
+
+// SyncKeyWatcher is a KeyWatcher whose reports are never late: every
+// process that may change a key is the watching one, and fn runs before
+// the change's call returns (SQLite: one proxy process a file). A key
+// cached from it is as the store has it, but for a change committing at
+// that moment; one from a store shared by replicas (PostgreSQL) may lag
+// behind a change another replica committed.
+type SyncKeyWatcher interface {
+	KeyWatcher
+	// KeyReportsSynchronous reports whether WatchKeys' reports are
+	// synchronous as above.
+	KeyReportsSynchronous() bool
+}

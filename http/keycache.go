@@ -137,6 +137,9 @@ func (s *Server) watchKeys() error {
 		return err
 	}
 	s.keys, s.stopWatch = cache, cancel
+	if sw, ok := w.(keybrake.SyncKeyWatcher); ok {
+		s.keysSync = sw.KeyReportsSynchronous()
+	}
 	return nil
 }
 

@@ -132,6 +132,7 @@ type Server struct {
 	metrics     *metrics
 	audit       *auditLog
 	keys        *keyCache // nil when the store cannot report key changes
+	keysSync    bool      // the store's key reports are never late (keybrake.SyncKeyWatcher)
 	stopWatch   context.CancelFunc
 	ln          net.Listener
 	server      *http.Server

@@ -36,6 +36,11 @@ func (s *Store) WatchKeys(ctx context.Context, fn func(keyID string)) error {
 	return nil
 }
 
+// KeyReportsSynchronous is true: a SQLite file is one proxy process's
+// store, and notifyKey runs in it, after the change commits and before
+// the change's call returns.
+func (s *Store) KeyReportsSynchronous() bool { return true }
+
 // notifyKey tells every watcher of this file that a key changed. It runs
 // after the change committed.
 func (s *Store) notifyKey(id string) {
