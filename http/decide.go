@@ -172,6 +172,13 @@ func (v *stripeVendor) checkObjectCustomer(ctx context.Context, k *keybrake.Key,
 		}
 		sort.Strings(paths)
 	}
+	for _, id := range ids {
+		p, err := paymentObjectPath(id)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, p)
+	}
 	for _, p := range paths {
 		customer, err := v.pathCustomer(ctx, p, account)
 		if err != nil {
@@ -183,19 +190,6 @@ func (v *stripeVendor) checkObjectCustomer(ctx context.Context, k *keybrake.Key,
 				who = "customer " + customer
 			}
 			return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is limited to customers %s; %s acts on %s, which belongs to %s.", strings.Join(k.AllowedCustomers, ", "), sr.op.Name, p, who)
-		}
-	}
-	for _, id := range ids {
-		customer, err := v.objectCustomer(ctx, id, account)
-		if err != nil {
-			return err
-		}
-		if customer == "" || !contains(k.AllowedCustomers, customer) {
-			who := "no customer"
-			if customer != "" {
-				who = "customer " + customer
-			}
-			return keybrake.Errorf(keybrake.EFORBIDDEN, "This vault key is limited to customers %s; %s belongs to %s.", strings.Join(k.AllowedCustomers, ", "), id, who)
 		}
 	}
 	return nil

@@ -129,28 +129,14 @@ func (v *stripeVendor) pathCustomer(ctx context.Context, path, account string) (
 	return "", nil
 }
 
-// objectCustomer returns the customer of a payment intent (pi_) or charge
-// (ch_, py_), "" when it has none. Any other id is EINVALID.
-func (v *stripeVendor) objectCustomer(ctx context.Context, id, account string) (string, error) {
-	var path string
+// paymentObjectPath is where a payment intent (pi_) or charge (ch_, py_)
+// is retrieved, for its customer; any other id is EINVALID.
+func paymentObjectPath(id string) (string, error) {
 	switch {
 	case strings.HasPrefix(id, "pi_"):
-		path = "/v1/payment_intents/" + url.PathEscape(id)
+		return "/v1/payment_intents/" + url.PathEscape(id), nil
 	case strings.HasPrefix(id, "ch_"), strings.HasPrefix(id, "py_"):
-		path = "/v1/charges/" + url.PathEscape(id)
-	default:
-		return "", keybrake.Errorf(keybrake.EINVALID, "keybrake cannot tell which customer %q belongs to.", id)
+		return "/v1/charges/" + url.PathEscape(id), nil
 	}
-	var obj lookedUp
-	if err := (&upstreamLookup{s: v.s}).get(ctx, path, account, &obj); err != nil {
-		return "", err
-	}
-	switch v := obj.Customer.(type) {
-	case string:
-		return v, nil
-	case map[string]any:
-		s, _ := v["id"].(string)
-		return s, nil
-	}
-	return "", nil
+	return "", keybrake.Errorf(keybrake.EINVALID, "keybrake cannot tell which customer %q belongs to.", id)
 }
