@@ -289,3 +289,27 @@ func TestAttackDelegate_ChildChargesAfterEscrowReturned(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackReplicas_RevocationLateOnSkewedClock: a key is revoked at the
+// revoking replica's time, and a replica whose clock was behind it (each
+// may be MaxClockSkew off the database's) kept forwarding the key's
+// charges until its own clock reached revoked_at: up to 4 s of money after
+// the revocation committed. A revocation is now final whatever the
+// request's time: the store reads revoked_at in the transaction that
+// reserves, under the key's lock.
+func TestAttackReplicas_RevocationLateOnSkewedClock(t *testing.T) {
+	e := MustOpen(t)
+	t0 := e.Clock.Now()
+	a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["charges.create"]}`)
+	e.Clock.Set(t0.Add(4 * time.Second)) // the revoking replica, 2 s ahead
+	if resp, out := e.Admin(t, "POST", "/vault/keys/"+a.keyID+"/revoke", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, out)
+	}
+	e.Clock.Set(t0) // the replica reserving, 2 s behind
+	if status, v := a.call(t, "POST", "/v1/charges", "amount=1000&currency=usd&source=tok_visa"); status != http.StatusUnauthorized {
+		t.Errorf("charge after the revocation committed: %d %v, want 401", status, v)
+	}
+	if n := len(e.Sim.GroundTruth().Charges); n != 0 {
+		t.Fatalf("%d charges after the key was revoked", n)
+	}
+}

@@ -305,6 +305,14 @@ func testDelegation(t *testing.T, open opener) {
 		if _, err := s.MintChild(ctx, keybrake.MintArgs{ParentID: "vk_child", Child: NewChild("vk_late", c, USD(1), day), Now: early}); keybrake.ErrorCode(err) != keybrake.EUNAUTHORIZED {
 			t.Errorf("mint under a key revoked at a later time: %v", err)
 		}
+		// Any key: a replica behind the revoker's clock reserves no more.
+		MustCreateKey(t, s, NewKey("vk_plain"))
+		if _, err := s.RevokeKey(ctx, "vk_plain", revoked); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewReservation("vk_plain", "late", USD(1)), Now: early}); keybrake.ErrorCode(err) != keybrake.EUNAUTHORIZED {
+			t.Errorf("a key reserved on a clock behind its revocation: %v", err)
+		}
 		if sp := MustSpend(t, s, p.ID, revoked, time.UTC); sp.Total != USD(100) {
 			t.Fatalf("parent: %+v", sp)
 		}
