@@ -147,10 +147,16 @@ func (s *Store) ReturnEscrows(ctx context.Context, now time.Time, limit int) (in
 	if limit <= 0 {
 		limit = 100
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE keys AS c SET revoked_at = c.expires_at, updated_at = $1
-		FROM reservations r
-		WHERE r.operation = 'keybrake.escrow' AND r.state = 'held' AND r.object_id = c.id
-		AND c.revoked_at IS NULL AND c.expires_at IS NOT NULL AND c.expires_at <= $1`, ts(now)); err != nil {
+	// The rows are locked in key order, the order keybrake_reserve_many
+	// locks keys in, so a pass and a reservation batch never wait on each
+	// other in a cycle.
+	if _, err := s.pool.Exec(ctx, `WITH due AS (
+			SELECT c.id FROM keys c JOIN reservations r ON r.object_id = c.id
+			WHERE r.operation = 'keybrake.escrow' AND r.state = 'held'
+			AND c.revoked_at IS NULL AND c.expires_at IS NOT NULL AND c.expires_at <= $1
+			ORDER BY c.id FOR NO KEY UPDATE OF c)
+		UPDATE keys AS k SET revoked_at = k.expires_at, updated_at = $1
+		FROM due WHERE k.id = due.id AND k.revoked_at IS NULL`, ts(now)); err != nil {
 		return 0, s.wrap("close expired children", err)
 	}
 	type due struct {
