@@ -112,8 +112,19 @@ func (k *Key) Location() (*time.Location, error) {
 
 // Usable returns nil if the key may authenticate at now, or EUNAUTHORIZED
 // saying why not (revoked, expired).
+//
+// A revoked key is refused whatever now is: revoked_at is the revoking
+// replica's time, and a replica whose clock is behind it (by up to twice
+// MaxClockSkew) would otherwise keep reserving after the revocation
+// committed, and a child's reservation could commit after its escrow was
+// returned to the parent (ReturnEscrows), outside every cap of the parent.
+// The stores read revoked_at under the key's lock in the transaction that
+// reserves, so a revocation committed first is always seen.
 func (k *Key) Usable(now time.Time) error {
-	if k.RevokedAt != nil && !now.Before(*k.RevokedAt) {
+	if k.RevokedAt != nil {
+		if k.ClosedAtExpiry() {
+			return Errorf(EUNAUTHORIZED, "This vault key (%s…) expired at %s.", k.SecretPrefix, k.ExpiresAt.UTC().Format(time.RFC3339))
+		}
 		return Errorf(EUNAUTHORIZED, "This vault key (%s…) was revoked at %s.", k.SecretPrefix, k.RevokedAt.UTC().Format(time.RFC3339))
 	}
 	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
@@ -123,6 +134,14 @@ func (k *Key) Usable(now time.Time) error {
 		return k.suspendedError()
 	}
 	return nil
+}
+
+// ClosedAtExpiry reports whether the key was closed at its expiry rather
+// than revoked by someone: ReturnEscrows sets an expired child's revoked_at
+// to its expires_at before returning its escrow, so that no reservation
+// decided on a clock still before the expiry commits after the return.
+func (k *Key) ClosedAtExpiry() bool {
+	return k.RevokedAt != nil && k.ExpiresAt != nil && k.RevokedAt.Equal(*k.ExpiresAt)
 }
 
 // Buckets names the calendar windows that contain t in loc: the day as

@@ -17,7 +17,9 @@ const (
 // suspended, else active.
 func (k *Key) Status(now time.Time) string {
 	switch {
-	case k.RevokedAt != nil && !now.Before(*k.RevokedAt):
+	case k.ClosedAtExpiry():
+		return StatusExpired
+	case k.RevokedAt != nil: // final whatever now is (Usable)
 		return StatusRevoked
 	case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
 		return StatusExpired

@@ -1,8 +1,10 @@
 package http_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestAttackDelegate_ChildrenPastParentGuards: a key with the mint
@@ -225,4 +227,89 @@ func TestAttackApproval_PriceRaisedAfterApproval(t *testing.T) {
 	// Lowered back to what was approved, the approved retry goes through.
 	directPost(t, e, "/v1/payment_intents/"+id(pi), "amount=6000")
 	a.must(t, 200, "POST", "/v1/payment_intents/"+id(pi)+"/confirm", "", idem)
+}
+
+// TestAttackDelegate_ChildChargesAfterEscrowReturned: a child's escrow is
+// returned to its parent once the child is revoked or expired and nothing
+// of it is live, at what the child counted. A request on the child
+// decided on a clock before the child's end (a replica up to twice
+// MaxClockSkew behind the one that revoked, or a request that read its
+// time before a slow commit) reserved after the return: its $50.00 charge
+// went through while the parent spent its whole $100 cap again, $150 moved
+// under a total cap of $100. Reserve now refuses a revoked key whatever
+// the request's time, and an expired child is closed (revoked at its
+// expiry) before its escrow returns.
+func TestAttackDelegate_ChildChargesAfterEscrowReturned(t *testing.T) {
+	ctx := context.Background()
+	for _, end := range []string{"revoked", "expired"} {
+		t.Run(end, func(t *testing.T) {
+			e := MustOpen(t)
+			t0 := e.Clock.Now()
+			expires := t0.Add(time.Hour)
+			parentID, parentSecret := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["charges.create"],"mint":true}`)
+			parent := &attacker{e: e, keyID: parentID, secret: parentSecret}
+			status, v := mint(t, e, "/vault/keys/self/children", parentSecret,
+				`{"total_usd_cap":50,"expires_at":"`+expires.Format(time.RFC3339)+`"}`)
+			if status != http.StatusCreated {
+				t.Fatalf("mint: %d %v", status, v)
+			}
+			child := &attacker{e: e, keyID: v["id"].(string), secret: v["vault_key"].(string)}
+
+			// The child ends on the clock of one replica, and its escrow
+			// returns (at once on a revocation, on the resolver's pass at
+			// the expiry).
+			var ended time.Time
+			if end == "revoked" {
+				ended = t0.Add(2 * time.Second)
+				e.Clock.Set(ended)
+				if resp, out := e.Admin(t, "POST", "/vault/keys/"+child.keyID+"/revoke", ""); resp.StatusCode != http.StatusOK {
+					t.Fatalf("revoke: %d %s", resp.StatusCode, out)
+				}
+			} else {
+				ended = expires
+				e.Clock.Set(ended)
+				if n, err := e.Store.ReturnEscrows(ctx, ended, 0); err != nil || n != 1 {
+					t.Fatalf("resolver pass: %d, %v", n, err)
+				}
+			}
+			if sp := e.Spend(t, parentID); sp.Total != 0 {
+				t.Fatalf("parent after the child's end: %+v, want its escrow returned", sp)
+			}
+			parent.must(t, http.StatusOK, "POST", "/v1/charges", "amount=10000&currency=usd&source=tok_visa")
+
+			// A request on the child decided before its end (the replica
+			// 2 s behind) reaches the store after the return.
+			e.Clock.Set(ended.Add(-2 * time.Second))
+			if status, v := child.call(t, "POST", "/v1/charges", "amount=5000&currency=usd&source=tok_visa"); status != http.StatusUnauthorized {
+				t.Errorf("child's charge after its escrow returned: %d %v, want 401", status, v)
+			}
+			if moved := e.movedCents(); moved > 100_00 {
+				t.Fatalf("moved %d cents under the parent's total cap of 10000", moved)
+			}
+		})
+	}
+}
+
+// TestAttackReplicas_RevocationLateOnSkewedClock: a key is revoked at the
+// revoking replica's time, and a replica whose clock was behind it (each
+// may be MaxClockSkew off the database's) kept forwarding the key's
+// charges until its own clock reached revoked_at: up to 4 s of money after
+// the revocation committed. A revocation is now final whatever the
+// request's time: the store reads revoked_at in the transaction that
+// reserves, under the key's lock.
+func TestAttackReplicas_RevocationLateOnSkewedClock(t *testing.T) {
+	e := MustOpen(t)
+	t0 := e.Clock.Now()
+	a := newAttacker(t, e, `{"total_usd_cap":100,"allowed_endpoints":["charges.create"]}`)
+	e.Clock.Set(t0.Add(4 * time.Second)) // the revoking replica, 2 s ahead
+	if resp, out := e.Admin(t, "POST", "/vault/keys/"+a.keyID+"/revoke", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, out)
+	}
+	e.Clock.Set(t0) // the replica reserving, 2 s behind
+	if status, v := a.call(t, "POST", "/v1/charges", "amount=1000&currency=usd&source=tok_visa"); status != http.StatusUnauthorized {
+		t.Errorf("charge after the revocation committed: %d %v, want 401", status, v)
+	}
+	if n := len(e.Sim.GroundTruth().Charges); n != 0 {
+		t.Fatalf("%d charges after the key was revoked", n)
+	}
 }

@@ -132,9 +132,32 @@ func escrowOf(parentID string, child *keybrake.Key, id, day, month string, now t
 // ReturnEscrows settles the held escrows of ended children with nothing
 // live, each at the child's total counted spend, through Settle (which
 // locks the escrow row, so two replicas never settle it twice).
+//
+// Only a revoked child's escrow returns. A revocation is final whatever a
+// request's time (keybrake.Key.Usable; keybrake_reserve since 0033), and
+// it updates the key row that keybrake_reserve locks (FOR NO KEY UPDATE):
+// a reservation that locked first commits before the revocation does, so
+// the statement below (a snapshot taken after the revocation committed)
+// sees it live or counted; one that locks after reads revoked_at (READ
+// COMMITTED re-reads the locked row's newest version) and is refused. An
+// expired child is first closed the same way (its revoked_at set to its
+// expires_at, under the same row lock): a request decided on a clock
+// still before the expiry may commit after it.
 func (s *Store) ReturnEscrows(ctx context.Context, now time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		limit = 100
+	}
+	// The rows are locked in key order, the order keybrake_reserve_many
+	// locks keys in, so a pass and a reservation batch never wait on each
+	// other in a cycle.
+	if _, err := s.pool.Exec(ctx, `WITH due AS (
+			SELECT c.id FROM keys c JOIN reservations r ON r.object_id = c.id
+			WHERE r.operation = 'keybrake.escrow' AND r.state = 'held'
+			AND c.revoked_at IS NULL AND c.expires_at IS NOT NULL AND c.expires_at <= $1
+			ORDER BY c.id FOR NO KEY UPDATE OF c)
+		UPDATE keys AS k SET revoked_at = k.expires_at, updated_at = $1
+		FROM due WHERE k.id = due.id AND k.revoked_at IS NULL`, ts(now)); err != nil {
+		return 0, s.wrap("close expired children", err)
 	}
 	type due struct {
 		id    string
@@ -152,10 +175,9 @@ func (s *Store) ReturnEscrows(ctx context.Context, now time.Time, limit int) (in
 		return nil
 	}, `SELECT r.id, COALESCE((SELECT micros FROM spend_counters WHERE key_id = c.id AND window_name = 'total' AND bucket = ''), 0)
 		FROM reservations r JOIN keys c ON c.id = r.object_id
-		WHERE r.operation = 'keybrake.escrow' AND r.state = 'held'
-		AND ((c.revoked_at IS NOT NULL AND c.revoked_at <= $1) OR (c.expires_at IS NOT NULL AND c.expires_at <= $1))
+		WHERE r.operation = 'keybrake.escrow' AND r.state = 'held' AND c.revoked_at IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM reservations l WHERE l.key_id = c.id AND l.state IN ('reserved', 'uncertain', 'held'))
-		LIMIT $2`, ts(now), limit)
+		LIMIT $1`, limit)
 	if err != nil {
 		return 0, s.wrap("find ended escrows", err)
 	}

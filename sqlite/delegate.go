@@ -108,18 +108,28 @@ func escrowOf(parentID string, child *keybrake.Key, id, day, month string, now t
 
 // ReturnEscrows settles the held escrows of ended children with nothing
 // live, each at the child's total counted spend.
+//
+// Only a revoked child's escrow returns: a revocation is final whatever a
+// request's time (keybrake.Key.Usable), and Reserve reads revoked_at in
+// the single writer's transaction, so nothing of the child commits after
+// the revocation did, and what committed before is counted here. An
+// expired child is first closed (closeExpiredChildren) for the same
+// reason: a request decided on a clock still before the expiry may commit
+// after it.
 func (s *Store) ReturnEscrows(ctx context.Context, now time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	now = dbTime(now)
+	if err := s.closeExpiredChildren(ctx, now); err != nil {
+		return 0, err
+	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT r.id,
 		COALESCE((SELECT micros FROM spend_counters WHERE key_id = c.id AND period = 'total' AND bucket = ''), 0)
 		FROM reservations r JOIN keys c ON c.id = r.object_id
-		WHERE r.operation = 'keybrake.escrow' AND r.state = 'held'
-		AND ((c.revoked_at IS NOT NULL AND c.revoked_at <= ?1) OR (c.expires_at IS NOT NULL AND c.expires_at <= ?1))
+		WHERE r.operation = 'keybrake.escrow' AND r.state = 'held' AND c.revoked_at IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM reservations l WHERE l.key_id = c.id AND l.state IN ('reserved', 'uncertain', 'held'))
-		LIMIT ?2`, now.UnixMicro(), limit)
+		LIMIT ?1`, limit)
 	if err != nil {
 		return 0, wrap(err, "find ended escrows")
 	}
@@ -137,6 +147,42 @@ func (s *Store) ReturnEscrows(ctx context.Context, now time.Time, limit int) (in
 		return 0, wrap(err, "find ended escrows")
 	}
 	return settleEscrows(ctx, s, dues, now)
+}
+
+// closeExpiredChildren sets revoked_at to expires_at on every child expired
+// at now whose escrow is still held, in a write of the single writer: a
+// reservation decided before (its now before the expiry) either committed
+// first, and ReturnEscrows then counts it, or commits after and finds the
+// key revoked. keybrake.Key.ClosedAtExpiry tells such a key from a revoked
+// one.
+func (s *Store) closeExpiredChildren(ctx context.Context, now time.Time) error {
+	var ids []string
+	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ids = ids[:0]
+		rows, err := tx.QueryContext(ctx, `UPDATE keys AS c SET revoked_at = c.expires_at, updated_at = ?1
+			WHERE c.parent_id <> '' AND c.revoked_at IS NULL AND c.expires_at IS NOT NULL AND c.expires_at <= ?1
+			AND EXISTS (SELECT 1 FROM reservations r WHERE r.key_id = c.parent_id AND r.idempotency_key = 'escrow:' || c.id AND r.state = 'held')
+			RETURNING id`, now.UnixMicro())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return wrap(err, "close expired children")
+	}
+	for _, id := range ids {
+		s.notifyKey(id)
+	}
+	return nil
 }
 
 // escrowDue is an escrow to settle and what its child spent.

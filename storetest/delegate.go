@@ -270,6 +270,106 @@ func testDelegation(t *testing.T, open opener) {
 			t.Fatalf("minted %d children, parent total %s; want 10 and $100", minted, sp.Total)
 		}
 	})
+	// A request decided on a clock before the child's revocation (a replica
+	// behind the revoker's, or one whose transaction waited) reaches the
+	// store after the revocation and the escrow's return: it must be
+	// refused, or it spends the child's whole cap outside every cap of the
+	// parent (docs/money-model.md).
+	t.Run("RevocationFinalBeforeReturn", func(t *testing.T) {
+		s := open(t)
+		p := newParent(t, s, 100)
+		c := NewChild("vk_child", p, USD(40), day)
+		c.Mint = true
+		MustMint(t, s, p.ID, c, T0)
+		MustMint(t, s, "vk_child", NewChild("vk_grand", c, USD(10), day), T0)
+		revoked := T0.Add(time.Minute)
+		if _, err := s.RevokeKey(ctx, "vk_child", revoked); err != nil {
+			t.Fatal(err)
+		}
+		n1, _ := s.ReturnEscrows(ctx, revoked, 0)
+		n2, _ := s.ReturnEscrows(ctx, revoked, 0)
+		if n1+n2 != 2 {
+			t.Fatalf("returned %d then %d escrows, want 2", n1, n2)
+		}
+		MustReserve(t, s, p.ID, "own", USD(100), revoked) // the whole cap is the parent's again
+		early := revoked.Add(-2 * time.Second)            // the skewed replica's time
+		for _, id := range []string{"vk_child", "vk_grand"} {
+			_, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewReservation(id, "late", USD(10)), Now: early})
+			if keybrake.ErrorCode(err) != keybrake.EUNAUTHORIZED {
+				t.Errorf("%s reserved at %s, before its revocation at %s but after its escrow returned: %v", id, early, revoked, err)
+			}
+			if k := mustFindKey(t, s, id); k.Usable(early) == nil || k.Status(early) != keybrake.StatusRevoked {
+				t.Errorf("%s usable (%q) before its revocation time", id, k.Status(early))
+			}
+		}
+		if _, err := s.MintChild(ctx, keybrake.MintArgs{ParentID: "vk_child", Child: NewChild("vk_late", c, USD(1), day), Now: early}); keybrake.ErrorCode(err) != keybrake.EUNAUTHORIZED {
+			t.Errorf("mint under a key revoked at a later time: %v", err)
+		}
+		// Any key: a replica behind the revoker's clock reserves no more.
+		MustCreateKey(t, s, NewKey("vk_plain"))
+		if _, err := s.RevokeKey(ctx, "vk_plain", revoked); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewReservation("vk_plain", "late", USD(1)), Now: early}); keybrake.ErrorCode(err) != keybrake.EUNAUTHORIZED {
+			t.Errorf("a key reserved on a clock behind its revocation: %v", err)
+		}
+		if sp := MustSpend(t, s, p.ID, revoked, time.UTC); sp.Total != USD(100) {
+			t.Fatalf("parent: %+v", sp)
+		}
+		for _, id := range []string{"vk_child", "vk_grand"} {
+			if sp := MustSpend(t, s, id, revoked, time.UTC); sp.Total != 0 {
+				t.Errorf("%s counted %d after its escrow returned", id, sp.Total)
+			}
+		}
+	})
+	// The same for an expiry: ReturnEscrows closes the expired child before
+	// returning its escrow, so a request decided before the expiry that
+	// reaches the store after the return is refused.
+	t.Run("ExpiryClosedBeforeReturn", func(t *testing.T) {
+		s := open(t)
+		p := newParent(t, s, 100)
+		c := NewChild("vk_child", p, USD(40), day)
+		c.Mint = true
+		MustMint(t, s, p.ID, c, T0)
+		MustMint(t, s, "vk_child", NewChild("vk_grand", c, USD(10), day), T0)
+		n1, _ := s.ReturnEscrows(ctx, day, 0)
+		n2, _ := s.ReturnEscrows(ctx, day, 0)
+		if n1+n2 != 2 {
+			t.Fatalf("returned %d then %d escrows, want 2", n1, n2)
+		}
+		early := day.Add(-time.Second)
+		for _, id := range []string{"vk_child", "vk_grand"} {
+			_, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewReservation(id, "late", USD(10)), Now: early})
+			if keybrake.ErrorCode(err) != keybrake.EUNAUTHORIZED {
+				t.Errorf("%s reserved before its expiry but after its escrow returned: %v", id, err)
+			}
+			k := mustFindKey(t, s, id)
+			if !k.ClosedAtExpiry() || k.Status(early) != keybrake.StatusExpired {
+				t.Errorf("%s after the return: revoked_at %v, expires_at %v, status %q", id, k.RevokedAt, k.ExpiresAt, k.Status(early))
+			}
+		}
+		if sp := MustSpend(t, s, p.ID, day, time.UTC); sp.Total != 0 {
+			t.Fatalf("parent: %+v", sp)
+		}
+	})
+	// A revocation refuses new money, not the settlement of what is in
+	// flight: the escrow returns at what the child really spent.
+	t.Run("RevokedSettles", func(t *testing.T) {
+		s := open(t)
+		p := newParent(t, s, 100)
+		MustMint(t, s, p.ID, NewChild("vk_child", p, USD(40), day), T0)
+		live := MustReserve(t, s, "vk_child", "c1", USD(25), T0)
+		if _, err := s.RevokeKey(ctx, "vk_child", T0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		MustSettle(t, s, keybrake.SettleArgs{ID: live.ID, State: keybrake.StateSettled, SettledMicros: USD(22), Now: T0.Add(2 * time.Minute)})
+		if n, err := s.ReturnEscrows(ctx, T0.Add(2*time.Minute), 0); err != nil || n != 1 {
+			t.Fatalf("ReturnEscrows: %d, %v", n, err)
+		}
+		if sp := MustSpend(t, s, p.ID, T0, time.UTC); sp.Total != USD(22) || sp.Held != 0 {
+			t.Fatalf("parent after the return: %+v", sp)
+		}
+	})
 }
 
 func testApprovals(t *testing.T, open opener) {
