@@ -12,6 +12,7 @@ import (
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
 	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/internal/simfault"
 	"github.com/keybrake/keybrake/resendsim"
 	"github.com/keybrake/keybrake/twilio"
 	"github.com/keybrake/keybrake/twiliosim"
@@ -293,4 +294,90 @@ func TestAttackTwilio_FetchOtherKeysMessage(t *testing.T) {
 	if n := up.naming(sid); n != 1 {
 		t.Fatalf("%d requests naming A's message forwarded, want A's fetch only: %q", n, up.reqs)
 	}
+}
+
+// TestSentScopeKeys: who else may read a key's email. A key's parent (at
+// any depth) reads what its children sent, as it answers for their
+// budget; a child reads neither its parent's nor a sibling's. A rotated
+// key keeps its emails (the key is the same, its secret is new); a
+// revoked one reads nothing. An email whose answer was lost is the key's
+// once the resolver's replay or the client's own retry gets it.
+func TestSentScopeKeys(t *testing.T) {
+	e := MustOpenVendors(t)
+	aID, a := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"5","total_usd_cap":"10","mint":true}`)
+	child := func() string {
+		resp, out := e.Admin(t, "POST", "/vault/keys/"+aID+"/children", `{"total_usd_cap":"1"}`)
+		var v struct {
+			VaultKey string `json:"vault_key"`
+		}
+		if json.Unmarshal(out, &v); resp.StatusCode != http.StatusCreated || v.VaultKey == "" {
+			t.Fatalf("mint: %d %s", resp.StatusCode, out)
+		}
+		return v.VaultKey
+	}
+	c1, c2 := child(), child()
+	email := func() *resendgo.SendEmailRequest {
+		return &resendgo.SendEmailRequest{From: "login@example.com", To: []string{"someone@example.com"}, Subject: "code", Text: "987654"}
+	}
+	byParent, byChild := resendSendAs(t, e, a, email()), resendSendAs(t, e, c1, email())
+	get := func(secret, id string) error {
+		_, err := e.ResendClient(t, secret).Emails.Get(id)
+		return err
+	}
+	if err := get(a, byChild); err != nil {
+		t.Fatalf("the parent reads its child's email: %v", err)
+	}
+	wantResendNotFound(t, "a child reads its parent's email", get(c1, byParent))
+	wantResendNotFound(t, "a child reads its sibling's email", get(c2, byChild))
+
+	// Rotation keeps the key's emails; revocation ends every read.
+	resp, out := e.Admin(t, "POST", "/vault/keys/"+aID+"/rotate", "")
+	var rot struct {
+		VaultKey string `json:"vault_key"`
+	}
+	if json.Unmarshal(out, &rot); resp.StatusCode != 200 || rot.VaultKey == "" {
+		t.Fatalf("rotate: %d %s", resp.StatusCode, out)
+	}
+	if err := get(rot.VaultKey, byParent); err != nil {
+		t.Fatalf("the rotated key reads its email: %v", err)
+	}
+	e.Admin(t, "POST", "/vault/keys/"+aID+"/revoke", "")
+	if err := get(rot.VaultKey, byParent); err == nil {
+		t.Fatal("a revoked key read its email")
+	}
+
+	// A send whose answer was lost: the resolver's replay gets the id.
+	_, d := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
+	if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailAfter, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	send := func() (int, string) {
+		resp, body := e.Do(t, "POST", "/resend/emails", `{"from":"login@example.com","to":"z@example.com","subject":"code","text":"555555"}`,
+			map[string]string{"Authorization": "Bearer " + d, "Content-Type": "application/json", "Idempotency-Key": "login-z"})
+		var v struct {
+			ID string `json:"id"`
+		}
+		json.Unmarshal(body, &v)
+		return resp.StatusCode, v.ID
+	}
+	if st, _ := send(); st < 500 {
+		t.Fatalf("send: %d, want the lost answer's 5xx", st)
+	}
+	emails := e.Resend.GroundTruth().Emails
+	lost := emails[len(emails)-1].ID
+	wantResendNotFound(t, "read before anything told keybrake the id", get(d, lost))
+	e.Clock.Advance(time.Hour)
+	e.resolvePass(t)
+	if err := get(d, lost); err != nil {
+		t.Fatalf("read once the resolver's replay got the id: %v", err)
+	}
+	// The client's own retry replays the same id: still its own, once.
+	if st, id := send(); st != 200 || id != lost {
+		t.Fatalf("retry: %d %s, want %s", st, id, lost)
+	}
+	if err := get(d, lost); err != nil {
+		t.Fatalf("read after the retry: %v", err)
+	}
+	_, other := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
+	wantResendNotFound(t, "another key reads the recovered email", get(other, lost))
 }
