@@ -1,16 +1,19 @@
 package http_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	resendgo "github.com/resend/resend-go/v3"
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
+	"github.com/keybrake/keybrake"
 	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/internal/simfault"
 	"github.com/keybrake/keybrake/resendsim"
@@ -380,4 +383,74 @@ func TestSentScopeKeys(t *testing.T) {
 	}
 	_, other := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
 	wantResendNotFound(t, "another key reads the recovered email", get(other, lost))
+}
+
+// TestSentScopeUnpricedCreate: a create keybrake reserved nothing for (an
+// unpriced message to one of the account's own numbers, on a key with
+// allow_unpriced) is recorded as its key's too.
+func TestSentScopeUnpricedCreate(t *testing.T) {
+	const own = "+14155550199"
+	e := mustOpenVendorsSim(t, twiliosim.Options{Numbers: []string{"+14155550100", own}})
+	_, open := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5","allow_unpriced":true}`)
+	_, other := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"0.01"}`)
+	msg, err := e.TwilioClient(t, open).Api.CreateMessage(sms(own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TwilioClient(t, open).Api.FetchMessage(*msg.Sid, nil); err != nil {
+		t.Fatalf("fetch the unpriced message this key sent: %v", err)
+	}
+	_, err = e.TwilioClient(t, other).Api.FetchMessage(*msg.Sid, nil)
+	twilioErr(t, err, 404, twilio.CodeNotFound)
+	// Over its cap: refused, nothing sent, so no id to record.
+	_, err = e.TwilioClient(t, other).Api.CreateMessage(sms("+14155550123"))
+	twilioErr(t, err, 429, twilio.CodeTooManyRequests)
+	if n := len(e.Twilio.GroundTruth().Messages); n != 1 {
+		t.Fatalf("twiliosim sent %d messages, want the unpriced one only", n)
+	}
+}
+
+// sentFailing fails the store's SentService while fail is set.
+type sentFailing struct {
+	keybrake.Store
+	fail *atomic.Bool
+}
+
+func (s sentFailing) RecordSent(ctx context.Context, args keybrake.RecordSentArgs) error {
+	if s.fail.Load() {
+		return keybrake.Errorf(keybrake.EUNAVAILABLE, "store down")
+	}
+	return s.Store.RecordSent(ctx, args)
+}
+
+func (s sentFailing) FindSenders(ctx context.Context, vendor, id string) ([]string, error) {
+	if s.fail.Load() {
+		return nil, keybrake.Errorf(keybrake.EUNAVAILABLE, "store down")
+	}
+	return s.Store.FindSenders(ctx, vendor, id)
+}
+
+// TestSentScopeStoreFails: a read whose sender keybrake cannot look up is
+// refused (503, nothing forwarded: fail closed); a send whose ids cannot
+// be recorded is still answered (the email was sent and counted), and its
+// email then reads as unknown.
+func TestSentScopeStoreFails(t *testing.T) {
+	var fail atomic.Bool
+	up := &upstreamLog{}
+	e := MustOpenVendors(t, logUpstream(up), func(s *khttp.Server) { s.Store = sentFailing{s.Store, &fail} })
+	_, a := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
+	req := &resendgo.SendEmailRequest{From: "login@example.com", To: []string{"a@example.com"}, Subject: "code", Text: "123123"}
+	id := resendSendAs(t, e, a, req)
+	fail.Store(true)
+	resp, body := e.Do(t, "GET", "/resend/emails/"+id, "", map[string]string{"Authorization": "Bearer " + a})
+	if resp.StatusCode != http.StatusServiceUnavailable || up.naming(id) != 0 {
+		t.Fatalf("read with the store down: %d %s (forwarded: %q)", resp.StatusCode, body, up.reqs)
+	}
+	unrecorded := resendSendAs(t, e, a, req)
+	fail.Store(false)
+	_, err := e.ResendClient(t, a).Emails.Get(unrecorded)
+	wantResendNotFound(t, "read an email whose id was not recorded", err)
+	if _, err := e.ResendClient(t, a).Emails.Get(id); err != nil {
+		t.Fatalf("read once the store is back: %v", err)
+	}
 }
