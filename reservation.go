@@ -216,6 +216,7 @@ type Store interface {
 	DelegationService
 	ApprovalService
 	RetentionService
+	SentService
 	// Ping returns EUNAVAILABLE if the store cannot be reached.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.

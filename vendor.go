@@ -117,8 +117,9 @@ func (c CountCaps) clone() CountCaps {
 
 // DefaultVendorEndpoints returns the operations a key of vendor created
 // without allowed_endpoints may call: sending messages or emails, and
-// reading one by the id its send answered with; not calls, account
-// resources, anything that changes the account, or lists: the vendor's
+// reading one by the id its send answered with (only its own, or its
+// children's: http/sent.go); not calls, account resources, anything that
+// changes the account, or lists: the vendor's
 // list answers with what every vault key on the account sent (login
 // links, one-time codes), not only this key's.
 func DefaultVendorEndpoints(vendor string) []string {

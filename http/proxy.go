@@ -221,6 +221,11 @@ func (p *proxy) decide(ctx context.Context, r *http.Request, c *call) error {
 	if err := c.v.Decide(ctx, k, req); err != nil {
 		return err
 	}
+	if req.SentID != "" {
+		if err := p.s.checkSent(ctx, c); err != nil { // sent.go: only what this key (or a child) sent
+			return err
+		}
+	}
 	if req.Class == ClassUnpriced && !k.AllowUnpriced {
 		why := ""
 		if req.Reason != "" {
@@ -580,7 +585,8 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 	c := resp.Request.Context().Value(callKey{}).(*call)
 	redactor, redacts := c.v.(Redactor)
 	_, scrubs := c.v.(secretScrubber)
-	if c.rsv == nil && !redacts && !scrubs {
+	records := c.req.Sends && resp.StatusCode >= 200 && resp.StatusCode < 300
+	if c.rsv == nil && !redacts && !scrubs && !records {
 		p.s.metrics.upstream(c, resp.StatusCode)
 		p.s.metrics.decision(opName(c), keybrake.DecisionAllow)
 		p.audit(resp.Request, c, keybrake.DecisionAllow, "", resp.StatusCode, "")
@@ -618,6 +624,10 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 	if t, ok := c.v.(ForeignReplayTeller); ok && c.rsv != nil && !c.replay && !c.held && t.ForeignReplay(resp) {
 		return p.foreignReplay(resp, c)
 	}
+	var recordErr error
+	if records {
+		recordErr = p.s.recordSent(resp.Request.Context(), c, body) // sent.go: before the client has the ids
+	}
 	decision := keybrake.DecisionAllow
 	if c.replay {
 		decision = keybrake.DecisionReplay
@@ -633,6 +643,9 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 		objectID = out.ObjectID
 		reason = p.settle(resp.Request.Context(), c, resp.StatusCode, out)
 		resp.Header.Set("Keybrake-Reservation", c.rsv.ID)
+	}
+	if recordErr != nil {
+		reason = joinReason(reason, "the ids it made were not recorded ("+keybrake.ErrorMessage(recordErr)+"): this key cannot read them through keybrake")
 	}
 	p.scrubSecrets(resp, c, body) // vendor_stripe_secret.go: after settling, which links the hold of an intent the key made
 	p.s.metrics.upstream(c, resp.StatusCode)

@@ -85,7 +85,8 @@ func (s *Server) resolveOne(ctx context.Context, rsv *keybrake.Reservation) (boo
 		return false, s.leaveUncertain(ctx, rsv, out.Status, "resolver: "+out.Reason)
 	}
 	if _, ok := vr.Vendor.(Holder); !ok {
-		return s.finishVendor(ctx, rsv, out) // vendor_resolve.go
+		s.recordResolved(ctx, vr.Vendor.Name(), rsv, out) // sent.go: a replayed send's ids are its key's
+		return s.finishVendor(ctx, rsv, out)              // vendor_resolve.go
 	}
 	args, reason := s.settleArgs(rsv, out.Status, out)
 	return true, s.finish(ctx, rsv, args, "resolver: "+reason)

@@ -161,6 +161,15 @@ type VendorRequest struct {
 	Subject string
 	Parsed  any // the vendor's own parsed form
 
+	// SentID is the id of the message, call or email a request reads or
+	// acts on (a SentScoper's fetch, update, cancel, delete): allowed
+	// only to the key that sent it through keybrake, or an ancestor of
+	// that key (sent.go); "" for a request naming none.
+	SentID string
+	// Sends is true for a create whose answer names what it made
+	// (SentScoper.SentIDs), recorded as the key's own.
+	Sends bool
+
 	// Label names the operation in audit events, metrics and
 	// reservations; "<vendor>.<operation>" by default. Stripe's keep
 	// their unprefixed names ("charges.create").
@@ -219,4 +228,7 @@ type VendorOutcome struct {
 	// Status is the upstream status the outcome was read from, 0 for none;
 	// the resolver records it on the reservation.
 	Status int
+	// Sent are the ids a resolved create made (SentScoper.SentIDs of the
+	// answer a replay read), recorded as the reservation's key's own.
+	Sent []string
 }

@@ -104,7 +104,52 @@ func (v *resendVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 		req.Body = a.Body
 	}
 	req.Parsed = rr
+	switch op.Name {
+	case "emails.get", "emails.update", "emails.cancel":
+		// Only the key that sent the email, or an ancestor, may read,
+		// reschedule or cancel it (sent.go). A domain is the account's,
+		// which every key sends from: domains.get is not scoped.
+		req.SentID = op.ID
+	case "emails.send", "emails.batch":
+		req.Sends = true
+	}
 	return req, nil
+}
+
+var _ SentScoper = (*resendVendor)(nil)
+
+// SentIDs returns the id of a sent email, or every id of a batch.
+func (v *resendVendor) SentIDs(operation string, body []byte) []string {
+	var one struct {
+		ID   string `json:"id"`
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &one) != nil {
+		return nil
+	}
+	switch operation {
+	case "emails.send":
+		if one.ID != "" {
+			return []string{one.ID}
+		}
+	case "emails.batch":
+		ids := make([]string, 0, len(one.Data))
+		for _, d := range one.Data {
+			if d.ID != "" {
+				ids = append(ids, d.ID)
+			}
+		}
+		return ids
+	}
+	return nil
+}
+
+// NotSent is Resend's 404 for an email id it does not know, with
+// keybrake's reason after it.
+func (v *resendVendor) NotSent(req *VendorRequest) error {
+	return keybrake.Errorf(keybrake.ENOTFOUND, "Email not found (keybrake: this vault key may reach only the emails it, or a key minted under it, sent through keybrake; nothing was sent to Resend).")
 }
 
 func resendClass(c resend.Class) Class {
@@ -212,6 +257,7 @@ func (v *resendVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, r
 	case st >= 200 && st < 300:
 		out := v.Settle(nil, body)
 		out.Reason = "settled by idempotent replay"
+		out.Sent = v.SentIDs(strings.TrimPrefix(rsv.Operation, keybrake.VendorResend+"."), body)
 		return out, nil
 	case st == http.StatusConflict || st == http.StatusTooManyRequests || st >= 500:
 		return VendorOutcome{Reason: fmt.Sprintf("replay answered %d", st)}, nil

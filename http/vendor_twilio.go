@@ -124,7 +124,35 @@ func (v *twilioVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 	class, reason := twilio.Classify(op, form, v.cfg.DefaultVoice)
 	req.Class, req.Reason = twilioClass(class), reason
 	req.Parsed = &twilioRequest{op: op, form: form}
+	// Every resource with a sid in the path (a message, a call) is one
+	// some key sent: only that key, or an ancestor, may fetch, update or
+	// delete it (sent.go). A resource added later with a sid in its path
+	// is scoped the same way until it is shown to be the account's.
+	req.SentID = op.ID
+	req.Sends = op.Name == "messages.create" || op.Name == "calls.create"
 	return req, nil
+}
+
+var _ SentScoper = (*twilioVendor)(nil)
+
+// SentIDs returns the sid of a created message or call.
+func (v *twilioVendor) SentIDs(operation string, body []byte) []string {
+	if operation != "messages.create" && operation != "calls.create" {
+		return nil
+	}
+	var res struct {
+		Sid string `json:"sid"`
+	}
+	if json.Unmarshal(body, &res) != nil || res.Sid == "" {
+		return nil
+	}
+	return []string{res.Sid}
+}
+
+// NotSent is Twilio's 404 for a sid it does not know (20404), with
+// keybrake's reason after it.
+func (v *twilioVendor) NotSent(req *VendorRequest) error {
+	return keybrake.Errorf(keybrake.ENOTFOUND, "The requested resource %s was not found (keybrake: this vault key may reach only the messages and calls it, or a key minted under it, sent through keybrake; nothing was sent to Twilio).", req.Path)
 }
 
 func twilioClass(c twilio.Class) Class {

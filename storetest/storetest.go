@@ -101,6 +101,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("CountsMonthly", func(t *testing.T) { testCountsMonthly(t, o) })
 	t.Run("Scope", func(t *testing.T) { testScopeRoundTrip(t, o) })
 	t.Run("VendorResolve", func(t *testing.T) { testVendorResolve(t, o) })
+	t.Run("Sent", func(t *testing.T) { testSent(t, o) })
 }
 
 // opener is what the test groups receive: open plus the close cleanup.
