@@ -68,21 +68,19 @@ func (s *Store) joinProcs() *procFile {
 }
 
 // leaveProcs undoes joinProcs, once. s.procs stays set (requests still
-// asking KeyReportsSynchronous during Close read it unlocked); its lock
-// tests then fail closed on the closed descriptor.
+// asking KeyReportsSynchronous during Close read it unlocked); a closed
+// store answers false.
 func (s *Store) leaveProcs() {
-	if s.procs == nil {
+	if s.procs == nil || !s.procsLeft.CompareAndSwap(false, true) {
 		return
 	}
-	s.procsLeft.Do(func() {
-		procs.Lock()
-		defer procs.Unlock()
-		p := s.procs
-		if p.refs--; p.refs == 0 {
-			delete(procs.byPath, s.watchPath())
-			p.f.Close()
-		}
-	})
+	procs.Lock()
+	defer procs.Unlock()
+	p := s.procs
+	if p.refs--; p.refs == 0 {
+		delete(procs.byPath, s.watchPath())
+		p.f.Close()
+	}
 }
 
 // readCounter reads the sidecar's counter; 0 for a new file.
@@ -103,7 +101,7 @@ func readCounter(f *os.File) uint64 {
 // cached key: a lock test and an 8-byte read, no query.
 func (s *Store) KeyReportsSynchronous() bool {
 	p := s.procs
-	if p == nil || othersPresent(p.f) {
+	if p == nil || s.procsLeft.Load() || othersPresent(p.f) {
 		return false
 	}
 	n := readCounter(p.f)

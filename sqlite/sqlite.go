@@ -65,8 +65,8 @@ type Store struct {
 
 	checkpoints *checkpointer // WAL checkpoints off the writer
 
-	procs     *procFile // this process's hold on the file's -procs sidecar (procs.go); nil: none
-	procsLeft sync.Once // leaveProcs ran
+	procs     *procFile   // this process's hold on the file's -procs sidecar (procs.go); nil: none
+	procsLeft atomic.Bool // leaveProcs ran: Close
 }
 
 var _ keybrake.Store = (*Store)(nil)
