@@ -75,6 +75,9 @@ func VerifyAuditLog(ctx context.Context, s AuditChainService, w io.Writer) (*Aud
 		}
 		after = es[len(es)-1].ID
 	}
+	if err := anchorsKept(ctx, s, anchors); err != nil {
+		return nil, err
+	}
 	if enc != nil {
 		for i := range heads {
 			if err := enc.Encode(auditLine{Type: "head", Link: &heads[i]}); err != nil {
@@ -153,6 +156,10 @@ func ExportAuditLog(ctx context.Context, s AuditChainService, w io.Writer, since
 	if err != nil {
 		return nil, fmt.Errorf("read audit heads: %w", err)
 	}
+	pruned, err := s.ChainAnchors(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read audit anchors: %w", err)
+	}
 	first := map[string]*Event{} // each key's first chained event since
 	if err := eachEvent(ctx, s, func(e *Event) error {
 		if e.Seq > 0 && first[e.KeyID] == nil && !e.Time.Before(since) {
@@ -187,6 +194,9 @@ func ExportAuditLog(ctx context.Context, s AuditChainService, w io.Writer, since
 	}); err != nil {
 		return nil, err
 	}
+	if err := anchorsKept(ctx, s, pruned); err != nil {
+		return nil, err
+	}
 	for i := range heads {
 		if err := enc.Encode(auditLine{Type: "head", Link: &heads[i]}); err != nil {
 			return nil, err
@@ -216,4 +226,25 @@ func eachEvent(ctx context.Context, s AuditChainService, fn func(*Event) error) 
 		}
 		after = es[len(es)-1].ID
 	}
+}
+
+// anchorsKept returns ECONFLICT when the store's anchors are no longer
+// those read as before: a prune (serve's retention) moved them while the
+// events were read in pages, and the events it deleted are missing from
+// what was read, which would verify as a broken chain though no one
+// touched the log (TestAttackAudit_PruneDuringVerifyReportsTampering). A
+// prune only moves anchors forward, so anchors unchanged mean none ran.
+func anchorsKept(ctx context.Context, s AuditChainService, before []ChainLink) error {
+	now, err := s.ChainAnchors(ctx)
+	if err != nil {
+		return fmt.Errorf("read audit anchors: %w", err)
+	}
+	moved := len(now) != len(before)
+	for i := 0; !moved && i < len(now); i++ {
+		moved = now[i].KeyID != before[i].KeyID || now[i].Seq != before[i].Seq || now[i].Hash != before[i].Hash
+	}
+	if moved {
+		return Errorf(ECONFLICT, "the audit log was pruned (retention) while it was read, so what was read has gaps that are no tampering; nothing was verified: run again")
+	}
+	return nil
 }

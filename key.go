@@ -311,15 +311,18 @@ type KeyWatcher interface {
 	WatchKeys(ctx context.Context, fn func(keyID string)) error
 }
 
-// SyncKeyWatcher is a KeyWatcher whose reports are never late: every
-// process that may change a key is the watching one, and fn runs before
-// the change's call returns (SQLite: one proxy process a file). A key
-// cached from it is as the store has it, but for a change committing at
-// that moment; one from a store shared by replicas (PostgreSQL) may lag
-// behind a change another replica committed.
+// SyncKeyWatcher is a KeyWatcher whose reports may be known never to be
+// late: every process that may change a key is the watching one, and fn
+// runs before the change's call returns (SQLite, while no other process
+// has the file open). A key cached from it is then as the store has it,
+// but for a change committing at that moment; one from a store shared by
+// replicas (PostgreSQL), or a SQLite file another process opened, may lag
+// behind a change made elsewhere.
 type SyncKeyWatcher interface {
 	KeyWatcher
 	// KeyReportsSynchronous reports whether WatchKeys' reports are
-	// synchronous as above.
+	// synchronous as above now. It is asked for every money-moving
+	// request decided on a cached key, so must be cheap; false makes the
+	// request read its key again.
 	KeyReportsSynchronous() bool
 }

@@ -50,6 +50,9 @@ func (v *stripeVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorR
 			return err
 		}
 	}
+	if err := v.resolveRefundSubject(ctx, k, req, sr, account); err != nil {
+		return err
+	}
 	// A priced operation's currency is checked once priced (Price), since
 	// it may come from a lookup; an unpriced one has only the body's.
 	if class == stripe.ClassUnpriced {
@@ -180,7 +183,7 @@ func (v *stripeVendor) checkObjectCustomer(ctx context.Context, k *keybrake.Key,
 		paths = append(paths, p)
 	}
 	for _, p := range paths {
-		customer, err := v.pathCustomer(ctx, p, account)
+		customer, err := v.pathCustomer(ctx, sr, p, account)
 		if err != nil {
 			return err
 		}
@@ -216,4 +219,43 @@ func customerObjectPath(op stripe.Operation) string {
 		}
 	}
 	return ""
+}
+
+// resolveRefundSubject counts a refund by a charge (its charge parameter,
+// or a legacy path's URL) under the payment intent that made the charge,
+// read upstream, so that a payment's refunds are one guard subject whether
+// they name its charge or its intent: refunded once by each, it passed a
+// limit of one refund a payment and the duplicate guard
+// (TestAttackRules_RefundByChargeAndIntentTwoSubjects). A charge made
+// without an intent stays its own subject. Only keys whose guards compare
+// subjects pay the read; a failed read refuses the refund (fail closed).
+func (v *stripeVendor) resolveRefundSubject(ctx context.Context, k *keybrake.Key, req *VendorRequest, sr *stripeRequest, account string) error {
+	if req.Subject == "" || strings.HasPrefix(req.Subject, "pi_") || !comparesSubjects(k.Guards) {
+		return nil
+	}
+	obj, err := v.object(ctx, sr, "/v1/charges/"+url.PathEscape(req.Subject), account)
+	if err != nil {
+		return err
+	}
+	if pi := expandedID(obj.PaymentIntent); pi != "" {
+		req.Subject = pi
+	}
+	return nil
+}
+
+// comparesSubjects reports whether g tells requests apart by their
+// subject: the duplicate guard or a per-customer velocity limit.
+func comparesSubjects(g *keybrake.Guards) bool {
+	if g == nil {
+		return false
+	}
+	if g.Duplicate != nil {
+		return true
+	}
+	for _, l := range g.Velocity {
+		if l.Per == keybrake.PerCustomer {
+			return true
+		}
+	}
+	return false
 }

@@ -138,7 +138,7 @@ func (s *Server) watchKeys() error {
 	}
 	s.keys, s.stopWatch = cache, cancel
 	if sw, ok := w.(keybrake.SyncKeyWatcher); ok {
-		s.keysSync = sw.KeyReportsSynchronous()
+		s.keysSync = sw
 	}
 	return nil
 }
@@ -149,4 +149,12 @@ func (s *Server) evictKey(id string) {
 	if s.keys != nil {
 		s.keys.evict(id)
 	}
+}
+
+// keysSynchronous reports whether the key cache holds nothing older than
+// the store now (keybrake.SyncKeyWatcher), so a money-moving request on a
+// cached key need not read it again. Asked every time: on SQLite it turns
+// false while another process has the file open.
+func (s *Server) keysSynchronous() bool {
+	return s.keysSync != nil && s.keysSync.KeyReportsSynchronous()
 }

@@ -31,6 +31,20 @@ type lookedUp struct {
 	Captured       bool   `json:"captured"`
 	LatestCharge   any    `json:"latest_charge"`
 	Customer       any    `json:"customer"`
+	PaymentIntent  any    `json:"payment_intent"`
+}
+
+// expandedID is the id of a field Stripe answers as an id or, expanded,
+// as the object: "" for neither.
+func expandedID(v any) string {
+	switch c := v.(type) {
+	case string:
+		return c
+	case map[string]any:
+		s, _ := c["id"].(string)
+		return s
+	}
+	return ""
 }
 
 // PaymentIntent returns the intent's amount and currency.
@@ -112,21 +126,31 @@ func (l *upstreamLookup) get(ctx context.Context, path, account string, v any) e
 	return nil
 }
 
+// object retrieves the object at path upstream once a request: the
+// customer scope and the refund's guard subject read the same charge.
+func (v *stripeVendor) object(ctx context.Context, sr *stripeRequest, path, account string) (*lookedUp, error) {
+	if obj, ok := sr.objects[path]; ok {
+		return obj, nil
+	}
+	obj := new(lookedUp)
+	if err := (&upstreamLookup{s: v.s}).get(ctx, path, account, obj); err != nil {
+		return nil, err
+	}
+	if sr.objects == nil {
+		sr.objects = map[string]*lookedUp{}
+	}
+	sr.objects[path] = obj
+	return obj, nil
+}
+
 // pathCustomer returns the customer of the object retrieved at path, ""
 // when it has none.
-func (v *stripeVendor) pathCustomer(ctx context.Context, path, account string) (string, error) {
-	var obj lookedUp
-	if err := (&upstreamLookup{s: v.s}).get(ctx, path, account, &obj); err != nil {
+func (v *stripeVendor) pathCustomer(ctx context.Context, sr *stripeRequest, path, account string) (string, error) {
+	obj, err := v.object(ctx, sr, path, account)
+	if err != nil {
 		return "", err
 	}
-	switch c := obj.Customer.(type) {
-	case string:
-		return c, nil
-	case map[string]any:
-		s, _ := c["id"].(string)
-		return s, nil
-	}
-	return "", nil
+	return expandedID(obj.Customer), nil
 }
 
 // paymentObjectPath is where a payment intent (pi_) or charge (ch_, py_)

@@ -89,7 +89,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 		p.deny(w, r, c, err, nil)
 		return
 	}
-	if cached && !s.keysSync && (c.req.Class == ClassPriced || c.req.Class == ClassUnpriced) {
+	if cached && (c.req.Class == ClassPriced || c.req.Class == ClassUnpriced) && !s.keysSynchronous() {
 		// The cache may hold the key as it was before a change another
 		// replica committed: its NOTIFY is delivered later, or lost (then
 		// the cache holds it up to KeyCacheMaxAge). Reserve re-reads the
@@ -97,8 +97,8 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 		// field rules, allow_unpriced and a rotated-out secret are decided
 		// here: a request that moves money is decided on the key as the
 		// store has it now (TestAttackReplicas_NarrowedPolicyOnStaleReplica).
-		// A store whose reports are never late (SQLite, one process) has
-		// nothing newer to read.
+		// A store whose reports are never late (SQLite while no other
+		// process has the file open) has nothing newer to read.
 		if key, _, err = p.authenticateCached(r, c.v, true); err != nil {
 			p.unauthorized(w, r, c, key, err)
 			return

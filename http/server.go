@@ -131,8 +131,8 @@ type Server struct {
 
 	metrics     *metrics
 	audit       *auditLog
-	keys        *keyCache // nil when the store cannot report key changes
-	keysSync    bool      // the store's key reports are never late (keybrake.SyncKeyWatcher)
+	keys        *keyCache               // nil when the store cannot report key changes
+	keysSync    keybrake.SyncKeyWatcher // when set, says whether the store's key reports are never late now
 	stopWatch   context.CancelFunc
 	ln          net.Listener
 	server      *http.Server

@@ -64,6 +64,9 @@ type Store struct {
 	later inflight.Settlements // settlements queued by SettleLater, not yet answered
 
 	checkpoints *checkpointer // WAL checkpoints off the writer
+
+	procs     *procFile   // this process's hold on the file's -procs sidecar (procs.go); nil: none
+	procsLeft atomic.Bool // leaveProcs ran: Close
 }
 
 var _ keybrake.Store = (*Store)(nil)
@@ -149,6 +152,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s.batch = newBatcher(s)
+	s.procs = s.joinProcs()
 	if s.checkpoints, err = startCheckpointer(path, pragmas+"&_pragma=wal_autocheckpoint(0)", s.checkpointOnWriter); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -210,6 +214,7 @@ func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 // closes both connection pools. After Close every method returns
 // EUNAVAILABLE.
 func (s *Store) Close() error {
+	defer s.leaveProcs()
 	s.later.Drain(laterDrain)
 	if s.batch != nil {
 		s.batch.close()

@@ -8,8 +8,9 @@ import (
 
 // watchers holds, per database file, the functions told about key changes.
 // Stores opened on one file in one process share them, so a change through
-// any of them reaches every cache in the process. A SQLite file is one
-// proxy's store; processes sharing it do not see each other's changes (use
+// any of them reaches every cache in the process. Processes sharing a file
+// do not see each other's changes: KeyReportsSynchronous (procs.go) tells
+// the caches when another process has the file open, or did (use
 // PostgreSQL for several replicas).
 var watchers = struct {
 	sync.Mutex
@@ -35,11 +36,6 @@ func (s *Store) WatchKeys(ctx context.Context, fn func(keyID string)) error {
 	}()
 	return nil
 }
-
-// KeyReportsSynchronous is true: a SQLite file is one proxy process's
-// store, and notifyKey runs in it, after the change commits and before
-// the change's call returns.
-func (s *Store) KeyReportsSynchronous() bool { return true }
 
 // notifyKey tells every watcher of this file that a key changed. It runs
 // after the change committed.
