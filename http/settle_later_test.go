@@ -2,15 +2,13 @@ package http_test
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/keybrake/keybrake"
 	khttp "github.com/keybrake/keybrake/http"
+	"github.com/keybrake/keybrake/sqlite"
 	"github.com/keybrake/keybrake/stripesim"
 )
 
@@ -92,7 +90,7 @@ func TestSettleAfterAnswer(t *testing.T) {
 			answered <- answer{resp.StatusCode, b}
 		}()
 		waitFired(t, e.Sim, fault)
-		db, err := sql.Open("sqlite", filepath.Join(e.Dir, "keybrake.db"))
+		db, err := sqlite.OpenDB(filepath.Join(e.Dir, "keybrake.db"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -272,7 +271,7 @@ func whatIf(path, stmts string) error {
 	if stmts == "" {
 		return nil
 	}
-	db, err := sql.Open("sqlite", path)
+	db, err := sqlite.OpenDB(path)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func openLoopTail(b *testing.B, onWriter bool) {
 	if onWriter {
 		writer = s.checkpointOnWriter
 	}
-	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)", busyTimeout.Milliseconds())
+	pragmas := storePragmas("wal_autocheckpoint(0)")
 	if s.checkpoints, err = startCheckpointer(path, pragmas, writer); err != nil {
 		b.Fatal(err)
 	}

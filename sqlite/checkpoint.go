@@ -58,7 +58,7 @@ type walState struct{ busy, logFrames, copied int }
 
 // startCheckpointer opens the checkpointer's connection on path and starts
 // it; onWriter, if not nil, is how it asks the writer to checkpoint.
-func startCheckpointer(path, pragmas string, onWriter func(context.Context) (walState, error)) (*checkpointer, error) {
+func startCheckpointer(path string, pragmas []string, onWriter func(context.Context) (walState, error)) (*checkpointer, error) {
 	c, err := newCheckpointer(path, pragmas, onWriter)
 	if err != nil {
 		return nil, err
@@ -70,8 +70,8 @@ func startCheckpointer(path, pragmas string, onWriter func(context.Context) (wal
 
 // newCheckpointer is startCheckpointer without the ticker: checkpoints run
 // only when checkpoint is called (tests).
-func newCheckpointer(path, pragmas string, onWriter func(context.Context) (walState, error)) (*checkpointer, error) {
-	db, err := sql.Open("sqlite", path+"?"+pragmas)
+func newCheckpointer(path string, pragmas []string, onWriter func(context.Context) (walState, error)) (*checkpointer, error) {
+	db, err := openDB(path, pragmas, false)
 	if err != nil {
 		return nil, err
 	}

@@ -18,8 +18,8 @@ import (
 func TestCheckpointRestartGivesWayToAReader(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "kb.db")
-	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)", busyTimeout.Milliseconds())
-	w, err := sql.Open("sqlite", path+"?"+pragmas)
+	pragmas := []string{fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()), "synchronous(NORMAL)", "wal_autocheckpoint(0)"}
+	w, err := openDB(path, pragmas, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestCheckpointRestartGivesWayToAReader(t *testing.T) {
 	insert(50)
 
 	// A reader in the middle of a read transaction on the log as it is now.
-	r, err := sql.Open("sqlite", path+"?"+pragmas)
+	r, err := openDB(path, pragmas, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestCheckpointOnWriterRestartsTheLog(t *testing.T) {
 	}
 	insert(50) // frames the reader's snapshot does not see
 
-	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)", busyTimeout.Milliseconds())
+	pragmas := []string{fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()), "synchronous(NORMAL)", "wal_autocheckpoint(0)"}
 	asked := 0
 	c, err := newCheckpointer(path, pragmas, func(ctx context.Context) (walState, error) {
 		asked++

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -16,7 +15,7 @@ import (
 // mustApplied lists schema_migrations in the order the files were applied.
 func mustApplied(tb testing.TB, path string) []string {
 	tb.Helper()
-	db, err := sql.Open("sqlite", path)
+	db, err := sqlite.OpenDB(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -107,7 +106,7 @@ func TestMigrate_KeyPolicy(t *testing.T) {
 	s.Close()
 
 	// Put the file back as it was before 0003.
-	db, err := sql.Open("sqlite", path)
+	db, err := sqlite.OpenDB(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +142,7 @@ func TestAttackLife_LegacyVelocityAliases(t *testing.T) {
 	s.Close()
 
 	// Put the file back as it was before 0027.
-	db, err := sql.Open("sqlite", path)
+	db, err := sqlite.OpenDB(path)
 	if err != nil {
 		t.Fatal(err)
 	}

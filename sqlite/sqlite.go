@@ -28,8 +28,6 @@ import (
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/internal/inflight"
-	sqlite3 "modernc.org/sqlite"
-	sqlite3lib "modernc.org/sqlite/lib"
 )
 
 //go:embed migrations/*.sql
@@ -111,7 +109,6 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	if err := secureFiles(path); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", busyTimeout.Milliseconds())
 	s := &Store{Now: time.Now, path: path}
 
 	// The writer never checkpoints: the checkpointer does, on a connection
@@ -123,7 +120,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	// that write back within the transaction, so writing it to a temp file
 	// buys nothing durable.
 	var err error
-	if s.writer, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit("+fmt.Sprint(walSizeLimit)+")&_pragma=cache_size(-32000)&_pragma=temp_store(MEMORY)&_txlock=immediate"); err != nil {
+	if s.writer, err = openDB(path, storePragmas("wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit), "cache_size(-32000)", "temp_store(MEMORY)"), true); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s.writer.SetMaxOpenConns(1)
@@ -140,7 +137,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	}
 
 	// Opened after the migrations, so the file is already in WAL mode.
-	if s.reader, err = sql.Open("sqlite", path+"?"+pragmas+"&_pragma=query_only(1)"); err != nil {
+	if s.reader, err = openDB(path, storePragmas("query_only(1)"), false); err != nil {
 		s.writer.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -153,7 +150,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	}
 	s.batch = newBatcher(s)
 	s.procs = s.joinProcs()
-	if s.checkpoints, err = startCheckpointer(path, pragmas+"&_pragma=wal_autocheckpoint(0)", s.checkpointOnWriter); err != nil {
+	if s.checkpoints, err = startCheckpointer(path, storePragmas("wal_autocheckpoint(0)"), s.checkpointOnWriter); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -381,11 +378,10 @@ func unavailable(err error) bool {
 	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "sql: database is closed") || strings.Contains(err.Error(), "sql: statement is closed") {
 		return true
 	}
-	var serr *sqlite3.Error
-	if errors.As(err, &serr) {
-		switch serr.Code() & 0xff {
-		case sqlite3lib.SQLITE_BUSY, sqlite3lib.SQLITE_LOCKED, sqlite3lib.SQLITE_CANTOPEN,
-			sqlite3lib.SQLITE_IOERR, sqlite3lib.SQLITE_FULL, sqlite3lib.SQLITE_READONLY:
+	if code, ok := errorCode(err); ok {
+		switch code & 0xff {
+		case sqliteBUSY, sqliteLOCKED, sqliteCANTOPEN,
+			sqliteIOERR, sqliteFULL, sqliteREADONLY:
 			return true
 		}
 	}
@@ -394,10 +390,9 @@ func unavailable(err error) bool {
 
 // isUnique reports whether err is a UNIQUE or PRIMARY KEY violation.
 func isUnique(err error) bool {
-	var serr *sqlite3.Error
-	if errors.As(err, &serr) {
-		switch serr.Code() {
-		case sqlite3lib.SQLITE_CONSTRAINT_UNIQUE, sqlite3lib.SQLITE_CONSTRAINT_PRIMARYKEY:
+	if code, ok := errorCode(err); ok {
+		switch code {
+		case sqliteCONSTRAINT_UNIQUE, sqliteCONSTRAINT_PRIMARYKEY:
 			return true
 		}
 	}

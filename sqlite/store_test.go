@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"sync"
@@ -192,7 +191,7 @@ func TestClosed(t *testing.T) {
 func TestAuditTamper(t *testing.T) {
 	storetest.RunAuditTamper(t, func(t *testing.T) (keybrake.Store, storetest.Tamper) {
 		s, path := MustOpen(t)
-		db, err := sql.Open("sqlite", path)
+		db, err := sqlite.OpenDB(path)
 		if err != nil {
 			t.Fatalf("open %s: %v", path, err)
 		}

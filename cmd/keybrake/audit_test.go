@@ -3,7 +3,6 @@ package main_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,7 +40,7 @@ func TestAudit(t *testing.T) {
 		t.Fatalf("verify --file: %v\n%s", err, errOut)
 	}
 
-	raw, err := sql.Open("sqlite", db)
+	raw, err := sqlite.OpenDB(db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/sqlite"
 )
 
 // growthConfig is `keybrake bench --growth`: how the store grows per
@@ -197,7 +197,7 @@ func measureStore(ctx context.Context, db string, row *GrowthRow) error {
 	if fi, err := os.Stat(db + "-wal"); err == nil {
 		row.WALBytes = fi.Size()
 	}
-	conn, err := sql.Open("sqlite", db+"?_pragma=busy_timeout(10000)")
+	conn, err := sqlite.OpenDB(db)
 	if err != nil {
 		return err
 	}

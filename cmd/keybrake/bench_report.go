@@ -17,6 +17,7 @@ import (
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/internal/report"
+	"github.com/keybrake/keybrake/sqlite"
 )
 
 // Stat is one metric across runs.
@@ -160,7 +161,9 @@ func runBenchReport(ctx context.Context, c benchConfig, env Env) (*BenchReport, 
 	case isPostgres(c.DB):
 		rep.Store = "postgres"
 	case c.DB != "":
-		rep.Store = "sqlite (" + c.DB + ")"
+		rep.Store = "sqlite (" + c.DB + ", " + sqlite.Engine() + ")"
+	default:
+		rep.Store = "sqlite (temp file, " + sqlite.Engine() + ")"
 	}
 	if c.Ops["keys"] {
 		rep.Keys = c.Keys

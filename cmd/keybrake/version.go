@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/keybrake/keybrake/sqlite"
 )
 
 // Version is keybrake's version, set at build time with
@@ -16,7 +18,7 @@ func init() {
 }
 
 func runVersion(ctx context.Context, args []string, env Env) error {
-	fs := flagSet("version", "Prints keybrake's version, the commit it was built from (when known) and the Go version.", env)
+	fs := flagSet("version", "Prints keybrake's version, the commit it was built from (when known), the Go version and the SQLite engine it was built with.", env)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -31,6 +33,6 @@ func runVersion(ctx context.Context, args []string, env Env) error {
 			}
 		}
 	}
-	fmt.Fprintf(env.Stdout, "keybrake %s (commit %s, %s, %s/%s)\n", Version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(env.Stdout, "keybrake %s (commit %s, %s, %s/%s, SQLite engine: %s)\n", Version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, sqlite.Engine())
 	return nil
 }
