@@ -299,6 +299,29 @@ func TestAttackTwilio_FetchOtherKeysMessage(t *testing.T) {
 	}
 }
 
+// TestTwilioMMSFetchedBySender: a message with media has an MM sid, not SM
+// (Twilio's error 90001: "SM or MM"); keybrake refused every path naming
+// one as not found, so its sender could not read it back.
+func TestTwilioMMSFetchedBySender(t *testing.T) {
+	e := MustOpenVendors(t)
+	all := `"allowed_endpoints":["messages.create","messages.fetch"]`
+	_, a := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5",`+all+`}`)
+	_, b := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5",`+all+`}`)
+	ta, tb := e.TwilioClient(t, a), e.TwilioClient(t, b)
+	msg, err := ta.Api.CreateMessage(sms("+14155550123").SetMediaUrl([]string{"https://example.com/receipt.png"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(*msg.Sid, "MM") {
+		t.Fatalf("an MMS's sid %s, want MM…", *msg.Sid)
+	}
+	if got, err := ta.Api.FetchMessage(*msg.Sid, nil); err != nil || *got.Sid != *msg.Sid {
+		t.Fatalf("the sender fetches its MMS: %v", err)
+	}
+	_, err = tb.Api.FetchMessage(*msg.Sid, nil)
+	twilioErr(t, err, 404, twilio.CodeNotFound)
+}
+
 // TestSentScopeKeys: who else may read a key's email. A key's parent (at
 // any depth) reads what its children sent, as it answers for their
 // budget; a child reads neither its parent's nor a sibling's. A rotated

@@ -1,6 +1,7 @@
 package twilio
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -48,18 +49,22 @@ type Operation struct {
 	Resource string // "messages", "calls", "accounts", "incoming_phone_numbers", "balance"
 	Action   string // "create", "fetch", "list", "update", "delete"
 	Account  string // the AccountSid in the path: AC + 32 hex digits
-	ID       string // the SM… or CA… sid in the path, if any
+	ID       string // the SM…, MM… or CA… sid in the path, if any
 	Path     string // the path as checked
 	Class    Class  // the most cautious class for any body; see Classify
 }
 
 // resources maps a path segment under the account to its resource name and
-// the prefix of its sids.
-var resources = map[string]struct{ name, sid string }{
-	"Messages":             {"messages", "SM"},
-	"Calls":                {"calls", "CA"},
-	"IncomingPhoneNumbers": {"incoming_phone_numbers", "PN"},
-	"Balance":              {"balance", ""},
+// the prefixes of its sids: a message's is SM, or MM for one with media
+// (Twilio names an MMS so).
+var resources = map[string]struct {
+	name string
+	sids []string
+}{
+	"Messages":             {"messages", []string{"SM", "MM"}},
+	"Calls":                {"calls", []string{"CA"}},
+	"IncomingPhoneNumbers": {"incoming_phone_numbers", []string{"PN"}},
+	"Balance":              {"balance", nil},
 }
 
 // known lists every operation keybrake proxies, with its cautious class.
@@ -134,12 +139,12 @@ func ParseOperation(method, path string) (Operation, error) {
 		}
 		op.Resource = r.name
 		if len(segs) == 3 {
-			if r.sid == "" || !isSid(segs[2], r.sid) {
+			if !slices.ContainsFunc(r.sids, func(p string) bool { return isSid(segs[2], p) }) {
 				return Operation{}, notFound(method, path)
 			}
 			op.ID = segs[2]
 		}
-		op.Action = action(method, len(segs) == 3 || r.sid == "")
+		op.Action = action(method, len(segs) == 3 || len(r.sids) == 0)
 	default:
 		return Operation{}, notFound(method, path)
 	}

@@ -143,7 +143,11 @@ func (s *Server) createMessage(req *request) (any, *twilio.Error) {
 	if err != nil {
 		return nil, invalid(21211, "%s", keybrake.ErrorMessage(err))
 	}
-	m := &Message{Sid: newSid("SM"), To: to, From: from, MessagingServiceSid: svc, Body: body,
+	prefix := "SM"
+	if len(f["MediaUrl"]) > 0 {
+		prefix = "MM" // Twilio's sids of messages with media
+	}
+	m := &Message{Sid: newSid(prefix), To: to, From: from, MessagingServiceSid: svc, Body: body,
 		NumMedia: len(f["MediaUrl"]), NumSegments: max(cost.Segments, 1), Created: req.now, cost: cost.Micros}
 	if f.Get("ScheduleType") == "fixed" || f.Get("SendAt") != "" {
 		at, err := time.Parse(time.RFC3339, f.Get("SendAt"))
