@@ -9,7 +9,6 @@ require (
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/google/cel-go v0.27.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0

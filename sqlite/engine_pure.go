@@ -1,5 +1,3 @@
-//go:build !csqlite
-
 package sqlite
 
 import (
