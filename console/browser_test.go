@@ -117,6 +117,13 @@ func TestBrowser(t *testing.T) {
 	do("fill the form", chromedp.SendKeys(chromedp.CSS("#f-label"), "agent-7"), chromedp.SendKeys(chromedp.CSS("#f-daily_usd_cap"), "25.1234567"),
 		chromedp.SendKeys(chromedp.CSS("#f-allowed_endpoints"), "charges.create\ncharges.retrieve"), chromedp.Submit(chromedp.CSS("#f-label")))
 	waitJS("the cap's error", `document.querySelector("#e-daily_usd_cap") && document.querySelector("#e-daily_usd_cap").textContent.includes("more than 6 decimal places")`)
+	// The page with the error is a new document whose form has the same ids
+	// as the one submitted. waitJS reads the new document, while chromedp
+	// may still hold the old one's nodes: SetValue on "#f-daily_usd_cap" then
+	// found the old input and failed with "No node with given id found" (1
+	// run in 15). A selector only the new document matches makes chromedp
+	// wait until its own view of the page is the new one.
+	do("the cap's error, as chromedp sees the page", chromedp.WaitVisible(chromedp.CSS("#e-daily_usd_cap:not(:empty)")))
 	do("fix the cap", chromedp.SetValue(chromedp.CSS("#f-daily_usd_cap"), "25"), chromedp.Submit(chromedp.CSS("#f-label")))
 	waitJS("the vault key", `!!document.querySelector("#vault-key")`)
 	shot("created")
@@ -178,7 +185,14 @@ func TestBrowser(t *testing.T) {
 	waitJS("spend to reach $30", `document.querySelector("#key-spent-today").textContent === "$30.00"`)
 
 	// Revoke, with the confirmation; the next request's 401 appears in the feed.
-	do("open revoke", chromedp.Click(chromedp.CSS("details summary")), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+	// The key page is a new document since the cap was saved, with the same
+	// ids as the one before; chromedp may still hold the old one's nodes, and
+	// the live panel above may move the page between measuring the summary
+	// and clicking it: SendKeys then met a #confirm that was not focusable
+	// (1 run in 25). The summary is clicked in the page itself, and the
+	// input waited for as only an open <details> in the new document shows it.
+	do("the saved page, as chromedp sees it", chromedp.WaitVisible(chromedp.CSS(".flash")))
+	do("open revoke", chromedp.Evaluate[chromedp.Void](`document.querySelector("details summary").click()`), chromedp.WaitVisible(chromedp.CSS("details[open] #confirm")))
 	id := keyURL[strings.LastIndex(keyURL, "/")+1:]
 	do("confirm", chromedp.SendKeys(chromedp.CSS("#confirm"), id), chromedp.Submit(chromedp.CSS("#confirm")))
 	waitJS("the revoked badge", `document.querySelector("#key-status").textContent === "revoked"`)
