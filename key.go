@@ -95,6 +95,11 @@ type Key struct {
 	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
 	CreatedAt               time.Time  `json:"created_at"`
 	UpdatedAt               time.Time  `json:"updated_at"`
+	// Version identifies the stored row this Key was read from: opaque,
+	// store-defined, different after every update of the key, "" when the
+	// store keeps none. A reservation made with ReserveArgs.KeyVersion is
+	// refused (ReserveResult.Stale) when the key is no longer this version.
+	Version string `json:"-"`
 }
 
 // Location returns the key's calendar zone, UTC when Timezone is empty.

@@ -77,6 +77,12 @@ func (o *OverCap) Remaining() Micros {
 type ReserveArgs struct {
 	Reservation *Reservation
 	Now         time.Time
+	// KeyVersion is the Key.Version the request was decided on. When set
+	// and the key is now another version, nothing is reserved and the
+	// result is Stale: the caller decides again on the key as it is now.
+	// "" checks nothing (a caller that read no key, or a store without
+	// versions). Rearm ignores it.
+	KeyVersion string
 }
 
 // ReserveResult is the store's decision on a reservation.
@@ -94,6 +100,9 @@ type ReserveResult struct {
 	// OverCount is set, and nothing recorded, when a daily count cap
 	// would be exceeded (vendor.go); the USD caps held.
 	OverCount *OverCount
+	// Stale is set, and nothing reserved or counted, when the key is no
+	// longer the ReserveArgs.KeyVersion the request was decided on.
+	Stale bool
 }
 
 // SettleArgs moves a reservation to a new state.

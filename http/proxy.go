@@ -51,6 +51,12 @@ type call struct {
 	raises     bool   // the request makes an existing object move more than the key holds on it
 	lock       string // the object this request has locked (HoldService.LockObject), "" for none
 	note       string // added to the audit reason (a guard overridden, an approval)
+	// keyVersion is the Key.Version a priced request was decided on, from
+	// the key cache, for its reservation to check (ReserveArgs.KeyVersion);
+	// "" when the key was read fresh or the store has no versions.
+	keyVersion     string
+	stale          bool // the reservation found the key changed since: decide again
+	requestCounted bool // countRequest counted the request
 }
 
 type callKey struct{}
@@ -99,36 +105,128 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 		// store has it now (TestAttackReplicas_NarrowedPolicyOnStaleReplica).
 		// A store whose reports are never late (SQLite while no other
 		// process has the file open) has nothing newer to read.
-		if key, _, err = p.authenticateCached(r, c.v, true); err != nil {
-			p.unauthorized(w, r, c, key, err)
-			return
+		if c.req.Class == ClassPriced && key.Version != "" && !p.onHeldObject(c) {
+			// A new reservation checks instead that the key is still
+			// the version it was decided on, under the key row lock it
+			// takes anyway, and the request is decided again on a
+			// fresh key when not (admitChecked): no statement more per
+			// charge. A request on a held object acts on its hold
+			// without always reserving, so it reads the key now.
+			c.keyVersion = key.Version
+		} else {
+			if key, _, err = p.authenticateCached(r, c.v, true); err != nil {
+				p.unauthorized(w, r, c, key, err)
+				return
+			}
+			c.key = key
 		}
-		c.key = key
 	}
 	if c.req.Operation == ownKeyOperation && r.Method == http.MethodGet {
 		p.serveOwnKey(w, r, c)
 		return
 	}
-	if err := p.decide(r.Context(), r, c); err != nil {
-		p.deny(w, r, c, err, nil)
-		return
-	}
-	c.assignIdempotencyKey()
-	if !p.countRequest(w, r, c) { // guard_requests.go: velocity limits counting every request
-		return
-	}
-	if !p.approveUnpriced(w, r, c) { // approval_unpriced.go: never reserved, so approved here
-		return
-	}
 	if c.req.Class == ClassPriced {
 		defer p.unlock(c) // the object holdObject locked, if any
+	}
+	if !p.admitChecked(w, r, c) {
+		return
+	}
+	p.forward(w, r, c)
+}
+
+// admitChecked runs serve's steps from the policy decision to the
+// reservation (admitSteps) and, when the reservation found the key changed
+// since the request was decided (call.stale), runs them once more on the
+// key read fresh from the store. A key changed again in between is refused
+// with a retryable 503 rather than decided forever. It writes the refusal
+// and returns false when the request must not be forwarded.
+func (p *proxy) admitChecked(w http.ResponseWriter, r *http.Request, c *call) bool {
+	body, note := c.req.Body, c.note // pricing may rewrite the body (VendorCost.Forward)
+	if p.admitSteps(w, r, c) {
+		return true
+	}
+	if !c.stale {
+		return false
+	}
+	c.stale = false
+	c.req.Body, c.note, c.cost, c.priced = body, note, VendorCost{}, false
+	key, _, err := p.authenticateCached(r, c.v, true)
+	if err != nil {
+		p.unauthorized(w, r, c, key, err)
+		return false
+	}
+	c.key, c.keyVersion = key, key.Version
+	if p.admitSteps(w, r, c) {
+		return true
+	}
+	if c.stale {
+		p.deny(w, r, c, &refusal{err: &keybrake.Error{Code: keybrake.EUNAVAILABLE, Message: "This vault key changed twice while keybrake decided the request, so nothing was forwarded to " + c.vendorTitle() + ". Retry with the same Idempotency-Key."},
+			status: http.StatusServiceUnavailable, retry: "true"}, nil)
+	}
+	return false
+}
+
+// admitSteps decides c's request on c.key and, for a priced one, reserves
+// it. A stale reservation (call.stale) writes nothing: the caller decides
+// again. Run twice, it gives the request its Idempotency-Key and counts it
+// in the velocity limits once.
+func (p *proxy) admitSteps(w http.ResponseWriter, r *http.Request, c *call) bool {
+	s := p.s
+	if err := p.decide(r.Context(), r, c); err != nil {
+		p.deny(w, r, c, err, nil)
+		return false
+	}
+	if c.idemKey == "" {
+		c.assignIdempotencyKey()
+	}
+	if !c.requestCounted && c.key.Guards.CountsRequests() {
+		if !p.countRequest(w, r, c) { // guard_requests.go: velocity limits counting every request
+			return false
+		}
+		c.requestCounted = true
+	}
+	if !p.approveUnpriced(w, r, c) { // approval_unpriced.go: never reserved, so approved here
+		return false
+	}
+	if c.req.Class == ClassPriced {
 		start := time.Now()
 		if ok := p.admit(w, r, c); !ok {
-			return
+			return false
 		}
 		s.metrics.reserveTime.Observe(time.Since(start).Seconds())
 	}
-	p.forward(w, r, c)
+	return true
+}
+
+// onHeldObject reports whether c's request acts on an existing money
+// object of a Holder (admit's holdObject path).
+func (p *proxy) onHeldObject(c *call) bool {
+	h, ok := c.v.(Holder)
+	if !ok {
+		return false
+	}
+	object, _ := h.HeldObject(c.req)
+	return object != ""
+}
+
+// keyStill reports whether c's key, decided on at version c.keyVersion
+// from the key cache, is still that version in the store, for a priced
+// request that reserves nothing (its reservation would have checked). On
+// false it has written the refusal, or set c.stale.
+func (p *proxy) keyStill(w http.ResponseWriter, r *http.Request, c *call) bool {
+	if c.keyVersion == "" {
+		return true
+	}
+	k, _, err := p.authenticateCached(r, c.v, true)
+	if err != nil {
+		p.unauthorized(w, r, c, k, err)
+		return false
+	}
+	if k.Version != c.keyVersion {
+		c.stale = true
+		return false
+	}
+	return true
 }
 
 // authenticate finds the key of the vault key the vendor's convention
@@ -343,7 +441,7 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, price f
 		c.req.Body = cost.Forward
 	}
 	if cost.Untracked {
-		return true
+		return p.keyStill(w, r, c)
 	}
 	if cost.Currency == "" {
 		cost.Amount, cost.Currency = usdCents(cost.Micros), "usd"
@@ -374,7 +472,11 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, price f
 		},
 	}
 	guardInputs(r, c, rsv)
-	res, err := s.Store.Reserve(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: now})
+	res, err := s.Store.Reserve(r.Context(), keybrake.ReserveArgs{Reservation: rsv, Now: now, KeyVersion: c.keyVersion})
+	if err == nil && res.Stale {
+		c.stale = true // nothing reserved; admitChecked decides again
+		return false
+	}
 	if !p.reserved(w, r, c, res, err) {
 		return false
 	}

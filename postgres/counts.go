@@ -22,7 +22,7 @@ var errNoWrite = errors.New("postgres: nothing to commit")
 // guards and insert, and records the count on the new row. The Stripe path
 // and its batching are untouched. Returns the outcome of keybrake_reserve,
 // or the OverCount with nothing recorded.
-func (s *Store) reserveCounted(ctx context.Context, r *keybrake.Reservation, now time.Time, loc *time.Location) (reserveOutcome, *keybrake.OverCount, error) {
+func (s *Store) reserveCounted(ctx context.Context, r *keybrake.Reservation, version string, now time.Time, loc *time.Location) (reserveOutcome, *keybrake.OverCount, error) {
 	var (
 		out  reserveOutcome
 		over *keybrake.OverCount
@@ -53,7 +53,7 @@ func (s *Store) reserveCounted(ctx context.Context, r *keybrake.Reservation, now
 				return errNoWrite
 			}
 		}
-		if out, err = scanReserveOne(tx.QueryRow(ctx, qReserveOne, reserveOneArgs(r)...)); err != nil {
+		if out, err = scanReserveOne(tx.QueryRow(ctx, qReserveOne, reserveOneArgs(r, version)...)); err != nil {
 			return err
 		}
 		if out.status != "ok" {

@@ -16,7 +16,7 @@ const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	allowed_endpoints, allowed_customers, allowed_accounts, allowed_currencies,
 	timezone, allow_unpriced, metadata, expires_at, revoked_at, created_at, updated_at,
 	allow_secret_reads, guards, suspended_at, suspended_reason, COALESCE(prev_secret_hash, ''), prev_secret_until,
-	parent_id, mint, approval, count_caps, scope`
+	parent_id, mint, approval, count_caps, scope, xmin::text`
 
 // defaultKeyLimit is the page size of FindKeys when the filter sets none.
 const defaultKeyLimit = 10
@@ -165,16 +165,16 @@ func (s *Store) updateKeyAudited(ctx context.Context, id string, upd keybrake.Ke
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE keys SET label = $2,
+		err = tx.QueryRow(ctx, `UPDATE keys SET label = $2,
 			per_request_cap = $3, daily_cap = $4, monthly_cap = $5, total_cap = $6,
 			allowed_endpoints = $7, allowed_customers = $8, allowed_accounts = $9, allowed_currencies = $10,
 			allow_unpriced = $11, metadata = $12, expires_at = $13, updated_at = $14,
 			allow_secret_reads = $15, guards = $16, mint = $17, approval = $18, count_caps = $19, scope = $20
-			WHERE id = $1`,
+			WHERE id = $1 RETURNING xmin::text`,
 			id, k.Label, k.PerRequest, k.Daily, k.Monthly, k.Total,
 			k.AllowedEndpoints, k.AllowedCustomers, k.AllowedAccounts, k.AllowedCurrencies,
 			k.AllowUnpriced, meta, tsPtr(k.ExpiresAt), ts(k.UpdatedAt),
-			k.AllowSecretReads, encodeGuards(k.Guards), k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps), encodeScope(k))
+			k.AllowSecretReads, encodeGuards(k.Guards), k.Mint, encodeApproval(k.Approval), encodeCountCaps(k.CountCaps), encodeScope(k)).Scan(&k.Version)
 		if err != nil || e == nil {
 			return err
 		}
@@ -262,7 +262,7 @@ func scanKey(row pgx.Row) (*keybrake.Key, error) {
 		&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies,
 		&k.Timezone, &k.AllowUnpriced, &meta, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &k.UpdatedAt,
 		&k.AllowSecretReads, &guards, &k.SuspendedAt, &k.SuspendedReason, &k.PreviousSecretHash, &k.PreviousSecretExpiresAt,
-		&k.ParentID, &k.Mint, &approval, &countCaps, &scope)
+		&k.ParentID, &k.Mint, &approval, &countCaps, &scope, &k.Version)
 	if err != nil {
 		return nil, err
 	}

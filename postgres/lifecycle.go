@@ -31,9 +31,9 @@ func (s *Store) changeLifecycle(ctx context.Context, id, action string, args *ke
 		if k.PreviousSecretHash != "" {
 			prev = &k.PreviousSecretHash
 		}
-		_, err = tx.Exec(ctx, `UPDATE keys SET secret_hash = $2, secret_prefix = $3, prev_secret_hash = $4,
-			prev_secret_until = $5, suspended_at = $6, updated_at = $7 WHERE id = $1`,
-			id, k.SecretHash, k.SecretPrefix, prev, tsPtr(k.PreviousSecretExpiresAt), tsPtr(k.SuspendedAt), ts(k.UpdatedAt))
+		err = tx.QueryRow(ctx, `UPDATE keys SET secret_hash = $2, secret_prefix = $3, prev_secret_hash = $4,
+			prev_secret_until = $5, suspended_at = $6, updated_at = $7 WHERE id = $1 RETURNING xmin::text`,
+			id, k.SecretHash, k.SecretPrefix, prev, tsPtr(k.PreviousSecretExpiresAt), tsPtr(k.SuspendedAt), ts(k.UpdatedAt)).Scan(&k.Version)
 		if err != nil || e == nil {
 			return err
 		}

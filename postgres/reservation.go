@@ -47,7 +47,7 @@ func (s *Store) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrak
 	if err := s.checkClock(ctx, args.Now); err != nil { // guard_clock.go
 		return keybrake.ReserveResult{}, err
 	}
-	res, err := s.reserve(ctx, in, args.Now)
+	res, err := s.reserve(ctx, in, args.KeyVersion, args.Now)
 	if err != nil {
 		return keybrake.ReserveResult{}, s.wrap(fmt.Sprintf("reserve on %s", in.KeyID), err)
 	}
@@ -60,7 +60,8 @@ func (s *Store) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrak
 // the reservation with its counters, in one statement and one implicit
 // transaction. The lock is held only while the server runs it and commits,
 // never across a round trip to this process.
-func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
+// version is the key version the request was decided on ("" checks none).
+func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, version string, now time.Time) (keybrake.ReserveResult, error) {
 	loc, err := s.location(ctx, in.KeyID)
 	if err != nil {
 		return keybrake.ReserveResult{}, err
@@ -79,12 +80,12 @@ func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.
 	var out reserveOutcome
 	if r.CountKind != "" && r.Count > 0 {
 		var over *keybrake.OverCount
-		out, over, err = s.reserveCounted(ctx, &r, now, loc)
+		out, over, err = s.reserveCounted(ctx, &r, version, now, loc)
 		if err == nil && over != nil {
 			return keybrake.ReserveResult{OverCount: over}, nil
 		}
 	} else {
-		out, err = s.reserveQueued(&reserveOp{ctx: ctx, r: r, done: make(chan struct{})})
+		out, err = s.reserveQueued(&reserveOp{ctx: ctx, r: r, version: version, done: make(chan struct{})})
 	}
 	if err != nil {
 		return keybrake.ReserveResult{}, err
@@ -92,6 +93,8 @@ func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, now time.
 	switch out.status {
 	case "unusable":
 		return keybrake.ReserveResult{}, s.unusable(ctx, in.KeyID, now)
+	case "stale":
+		return keybrake.ReserveResult{Stale: true}, nil
 	case "replay":
 		prev, err := scanReservation(s.pool.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1`, *out.replayID))
 		if err != nil {

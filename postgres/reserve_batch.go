@@ -27,16 +27,18 @@ const reserveLanes = 2
 // reserveOp is one reservation waiting for, or decided by, a batch: r is
 // complete (ID, buckets and times set) and out is the decision.
 type reserveOp struct {
-	ctx  context.Context
-	r    keybrake.Reservation
-	out  reserveOutcome
-	err  error
-	done chan struct{}
+	ctx     context.Context
+	r       keybrake.Reservation
+	version string // ReserveArgs.KeyVersion
+	out     reserveOutcome
+	err     error
+	done    chan struct{}
 }
 
 // reserveOutcome is what keybrake_reserve or keybrake_reserve_many decided
 // for one reservation: status 'ok', 'replay' (replayID), 'over' (window,
-// limit, spent), 'guard' (guard) or 'unusable'.
+// limit, spent), 'guard' (guard), 'unusable' or 'stale' (the key is no
+// longer the version the request was decided on).
 type reserveOutcome struct {
 	status       string
 	window       *string
@@ -118,7 +120,7 @@ func (s *Store) runReserveBatch(ops []*reserveOp) {
 	ctx, cancel := batchContext(ctxs)
 	defer cancel()
 	if len(ops) == 1 {
-		ops[0].out, ops[0].err = s.reserveOne(ctx, &ops[0].r)
+		ops[0].out, ops[0].err = s.reserveOne(ctx, &ops[0].r, ops[0].version)
 		return
 	}
 	outs, err := s.reserveMany(ctx, ops)
@@ -128,7 +130,7 @@ func (s *Store) runReserveBatch(ops []*reserveOp) {
 		// reservations (or of a key): decide each alone, so each gets the
 		// very outcome or error it would have got without batching.
 		for _, op := range ops {
-			op.out, op.err = s.reserveOne(ctx, &op.r)
+			op.out, op.err = s.reserveOne(ctx, &op.r, op.version)
 		}
 		return
 	}
@@ -160,20 +162,22 @@ func batchContext(ctxs []context.Context) (context.Context, context.CancelFunc) 
 }
 
 // reserveOne decides one reservation with keybrake_reserve.
-func (s *Store) reserveOne(ctx context.Context, r *keybrake.Reservation) (reserveOutcome, error) {
-	return scanReserveOne(s.queryRow(ctx, qReserveOne, reserveOneArgs(r)...))
+func (s *Store) reserveOne(ctx context.Context, r *keybrake.Reservation, version string) (reserveOutcome, error) {
+	return scanReserveOne(s.queryRow(ctx, qReserveOne, reserveOneArgs(r, version)...))
 }
 
 // qReserveOne calls keybrake_reserve with reserveOneArgs.
 const qReserveOne = `SELECT status, win, cap, spent, replay_id,
 		guard, rule, earlier_id, earlier_object, earlier_at, g_limit, g_count, retry_at, suspended FROM keybrake_reserve(
-		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
+		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
-func reserveOneArgs(r *keybrake.Reservation) []any {
+// reserveOneArgs are qReserveOne's arguments: r, decided on version of its
+// key ("" checks none).
+func reserveOneArgs(r *keybrake.Reservation, version string) []any {
 	return []any{r.ID, r.KeyID, r.IdempotencyKey, r.Fingerprint, r.Operation,
 		r.Amount, r.Currency, int64(r.Micros), r.Day, r.Month,
 		r.Request.Method, r.Request.Path, []byte(r.Request.Body), r.Request.StripeAccount, r.Request.StripeVersion,
-		r.CreatedAt, r.Customer, r.DupKey, r.Override}
+		r.CreatedAt, r.Customer, r.DupKey, r.Override, version}
 }
 
 // scanReserveOne reads the answer of qReserveOne.
@@ -236,6 +240,7 @@ func (s *Store) reserveMany(ctx context.Context, ops []*reserveOp) ([]reserveOut
 		bodies                                  = make([][]byte, n)
 		nows                                    = make([]time.Time, n)
 		overrides                               = make([]bool, n)
+		keyVersions                             = make([]string, n)
 	)
 	for i, op := range ops {
 		r := &op.r
@@ -245,6 +250,7 @@ func (s *Store) reserveMany(ctx context.Context, ops []*reserveOp) ([]reserveOut
 		methods[i], paths[i], bodies[i] = r.Request.Method, r.Request.Path, []byte(r.Request.Body)
 		accounts[i], versions[i], nows[i] = r.Request.StripeAccount, r.Request.StripeVersion, r.CreatedAt
 		customers[i], dupKeys[i], overrides[i] = r.Customer, r.DupKey, r.Override
+		keyVersions[i] = op.version
 	}
 	outs := make([]reserveOutcome, n)
 	err := s.query(ctx, func(rows pgx.Rows) error {
@@ -270,10 +276,10 @@ func (s *Store) reserveMany(ctx context.Context, ops []*reserveOp) ([]reserveOut
 		return nil
 	}, `SELECT ord, status, win, cap, spent, replay_id,
 		guard, rule, earlier_id, earlier_object, earlier_at, g_limit, g_count, retry_at, suspended FROM keybrake_reserve_many(
-		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
 		keyIDs, days, months, ids, idemKeys, fingerprints, operations,
 		amounts, currencies, micros,
-		methods, paths, bodies, accounts, versions, nows, customers, dupKeys, overrides)
+		methods, paths, bodies, accounts, versions, nows, customers, dupKeys, overrides, keyVersions)
 	return outs, err
 }
 
