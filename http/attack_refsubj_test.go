@@ -82,3 +82,29 @@ func guardRefusal(err error) bool {
 	se, ok := err.(*stripego.Error)
 	return ok && (se.HTTPStatusCode == http.StatusConflict || se.HTTPStatusCode == http.StatusTooManyRequests)
 }
+
+// A refund by charge on a guarded key reads the charge once: the guard's
+// subject, the customer scope and the pricer share the request's lookups
+// (withLookups); each used to read it on its own.
+func TestRefundByChargeReadsChargeOnce(t *testing.T) {
+	up := &upstreamLog{}
+	e := MustOpen(t, logUpstream(up))
+	_, secret := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],"guards":{"duplicate":{"window_seconds":86400}}}`)
+	sc, ctx := e.Stripe(secret), t.Context()
+	pi, err := sc.V1PaymentIntents.Create(ctx, &stripego.PaymentIntentCreateParams{Amount: stripego.Int64(4000), Currency: stripego.String("usd"),
+		PaymentMethod: stripego.String("pm_card_visa"), Confirm: stripego.Bool(true)})
+	if err != nil || pi.LatestCharge == nil {
+		t.Fatalf("pay: %v %+v", err, pi)
+	}
+	charge := pi.LatestCharge.ID
+	before := up.naming("GET /v1/charges/" + charge)
+	if _, err := sc.V1Refunds.Create(ctx, &stripego.RefundCreateParams{Charge: stripego.String(charge)}); err != nil {
+		t.Fatalf("refund by charge: %v", err)
+	}
+	if n := up.naming("GET /v1/charges/"+charge) - before; n != 1 {
+		t.Fatalf("the refund read its charge %d times upstream, want once: %q", n, up.reqs)
+	}
+	if got := e.Sim.GroundTruth().Refunds; len(got) != 1 {
+		t.Fatalf("%d refunds, want 1", len(got))
+	}
+}

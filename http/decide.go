@@ -50,7 +50,7 @@ func (v *stripeVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorR
 			return err
 		}
 	}
-	if err := v.resolveRefundSubject(ctx, k, req, sr, account); err != nil {
+	if err := v.resolveRefundSubject(ctx, k, req, account); err != nil {
 		return err
 	}
 	// A priced operation's currency is checked once priced (Price), since
@@ -183,7 +183,7 @@ func (v *stripeVendor) checkObjectCustomer(ctx context.Context, k *keybrake.Key,
 		paths = append(paths, p)
 	}
 	for _, p := range paths {
-		customer, err := v.pathCustomer(ctx, sr, p, account)
+		customer, err := v.pathCustomer(ctx, p, account)
 		if err != nil {
 			return err
 		}
@@ -229,11 +229,11 @@ func customerObjectPath(op stripe.Operation) string {
 // (TestAttackRules_RefundByChargeAndIntentTwoSubjects). A charge made
 // without an intent stays its own subject. Only keys whose guards compare
 // subjects pay the read; a failed read refuses the refund (fail closed).
-func (v *stripeVendor) resolveRefundSubject(ctx context.Context, k *keybrake.Key, req *VendorRequest, sr *stripeRequest, account string) error {
+func (v *stripeVendor) resolveRefundSubject(ctx context.Context, k *keybrake.Key, req *VendorRequest, account string) error {
 	if req.Subject == "" || strings.HasPrefix(req.Subject, "pi_") || !comparesSubjects(k.Guards) {
 		return nil
 	}
-	obj, err := v.object(ctx, sr, "/v1/charges/"+url.PathEscape(req.Subject), account)
+	obj, err := (&upstreamLookup{s: v.s}).object(ctx, "/v1/charges/"+url.PathEscape(req.Subject), account)
 	if err != nil {
 		return err
 	}

@@ -49,8 +49,8 @@ func expandedID(v any) string {
 
 // PaymentIntent returns the intent's amount and currency.
 func (l *upstreamLookup) PaymentIntent(ctx context.Context, id, account string) (int64, string, error) {
-	var pi lookedUp
-	if err := l.get(ctx, "/v1/payment_intents/"+url.PathEscape(id), account, &pi); err != nil {
+	pi, err := l.object(ctx, "/v1/payment_intents/"+url.PathEscape(id), account)
+	if err != nil {
 		return 0, "", err
 	}
 	return pi.Amount, pi.Currency, nil
@@ -58,8 +58,8 @@ func (l *upstreamLookup) PaymentIntent(ctx context.Context, id, account string) 
 
 // Charge returns the charge's amount and currency.
 func (l *upstreamLookup) Charge(ctx context.Context, id, account string) (int64, string, error) {
-	var ch lookedUp
-	if err := l.get(ctx, "/v1/charges/"+url.PathEscape(id), account, &ch); err != nil {
+	ch, err := l.object(ctx, "/v1/charges/"+url.PathEscape(id), account)
+	if err != nil {
 		return 0, "", err
 	}
 	return ch.Amount, ch.Currency, nil
@@ -69,8 +69,8 @@ func (l *upstreamLookup) Charge(ctx context.Context, id, account string) (int64,
 // intent's latest charge.
 func (l *upstreamLookup) Refundable(ctx context.Context, chargeID, paymentIntentID, account string) (int64, string, error) {
 	if chargeID == "" && paymentIntentID != "" {
-		var pi lookedUp
-		if err := l.get(ctx, "/v1/payment_intents/"+url.PathEscape(paymentIntentID), account, &pi); err != nil {
+		pi, err := l.object(ctx, "/v1/payment_intents/"+url.PathEscape(paymentIntentID), account)
+		if err != nil {
 			return 0, "", err
 		}
 		switch lc := pi.LatestCharge.(type) {
@@ -83,8 +83,8 @@ func (l *upstreamLookup) Refundable(ctx context.Context, chargeID, paymentIntent
 			return 0, "", keybrake.ErrorParam("payment_intent", "Payment intent %s has no charge to refund.", paymentIntentID)
 		}
 	}
-	var ch lookedUp
-	if err := l.get(ctx, "/v1/charges/"+url.PathEscape(chargeID), account, &ch); err != nil {
+	ch, err := l.object(ctx, "/v1/charges/"+url.PathEscape(chargeID), account)
+	if err != nil {
 		return 0, "", err
 	}
 	return ch.Amount - ch.AmountRefunded, ch.Currency, nil
@@ -126,27 +126,39 @@ func (l *upstreamLookup) get(ctx context.Context, path, account string, v any) e
 	return nil
 }
 
-// object retrieves the object at path upstream once a request: the
-// customer scope and the refund's guard subject read the same charge.
-func (v *stripeVendor) object(ctx context.Context, sr *stripeRequest, path, account string) (*lookedUp, error) {
-	if obj, ok := sr.objects[path]; ok {
+// lookupsKey is the context key of a request's upstream lookups
+// (withLookups).
+type lookupsKey struct{}
+
+// withLookups returns ctx carrying a cache of the objects a request reads
+// upstream, so that each is read once a request whoever asks: the customer
+// scope, the refund's guard subject and the pricer read the same charge.
+func withLookups(ctx context.Context) context.Context {
+	return context.WithValue(ctx, lookupsKey{}, map[string]*lookedUp{})
+}
+
+// object retrieves the object at path upstream, once a request when ctx
+// carries withLookups' cache.
+func (l *upstreamLookup) object(ctx context.Context, path, account string) (*lookedUp, error) {
+	cache, _ := ctx.Value(lookupsKey{}).(map[string]*lookedUp)
+	k := account + " " + path
+	if obj, ok := cache[k]; ok {
 		return obj, nil
 	}
 	obj := new(lookedUp)
-	if err := (&upstreamLookup{s: v.s}).get(ctx, path, account, obj); err != nil {
+	if err := l.get(ctx, path, account, obj); err != nil {
 		return nil, err
 	}
-	if sr.objects == nil {
-		sr.objects = map[string]*lookedUp{}
+	if cache != nil {
+		cache[k] = obj
 	}
-	sr.objects[path] = obj
 	return obj, nil
 }
 
 // pathCustomer returns the customer of the object retrieved at path, ""
 // when it has none.
-func (v *stripeVendor) pathCustomer(ctx context.Context, sr *stripeRequest, path, account string) (string, error) {
-	obj, err := v.object(ctx, sr, path, account)
+func (v *stripeVendor) pathCustomer(ctx context.Context, path, account string) (string, error) {
+	obj, err := (&upstreamLookup{s: v.s}).object(ctx, path, account)
 	if err != nil {
 		return "", err
 	}

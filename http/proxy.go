@@ -78,6 +78,7 @@ func newProxy(s *Server) *proxy {
 // in this order; what differs is the Vendor's.
 func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, path string) {
 	s := p.s
+	r = r.WithContext(withLookups(r.Context())) // lookup.go: each upstream object read once a request
 	c := &call{start: s.Now(), requestID: randomID("kbreq_", 20), v: vr.Vendor, upstream: vr.upstream}
 	w.Header().Set("Keybrake-Request-Id", c.requestID)
 	// authlimit.go writes Stripe's shape or a plain one; it is being

@@ -33,9 +33,6 @@ type stripeRequest struct {
 	form   *stripe.Form
 	class  stripe.Class
 	header http.Header // the client's, of which upstreamHeader forwards the inert ones
-	// objects are the objects Decide read upstream, by path, so that
-	// each is read once a request.
-	objects map[string]*lookedUp
 }
 
 func newStripeVendor(s *Server) *stripeVendor {
