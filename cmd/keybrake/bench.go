@@ -140,7 +140,7 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&c.Replicas, "replicas", 1, "keybrake serve replicas sharing the store, the load spread round-robin (PostgreSQL only beyond 1)")
 	fs.IntVar(&c.Requests, "requests", 0, "stop each phase after this many requests even before --duration; 0: --duration alone (guards: charges per run, default 2000)")
 	fs.DurationVar(&c.Duration, "duration", 3*time.Second, "duration of each phase (one operation, one path, one concurrency, one run)")
-	fs.Float64Var(&c.Rate, "rate", 0, "open loop: schedule this many requests per second in each HTTP phase, taken by whichever client is free, latency counted from each request's scheduled time (for tail latency below saturation); 0: closed loop, each client sends when its last request is answered (throughput at saturation)")
+	fs.Float64Var(&c.Rate, "rate", 0, "open loop: schedule this many requests per second in each HTTP phase, taken by whichever client is free, latency counted from each request's scheduled time, or from its release if the generator's own timer woke late (for tail latency below saturation); 0: closed loop, each client sends when its last request is answered (throughput at saturation)")
 	fs.IntVar(&c.Warmup, "warmup", 200, "requests sent on every path before each run's phases of an operation (keys: at least enough that every replica meets each of its keys first)")
 	fs.IntVar(&c.Runs, "runs", 3, "times every phase is repeated, interleaved; the summary is min / median / max across runs")
 	fs.StringVar(&conc, "concurrency", "1,64", "comma-separated client counts (worker-*: consumer concurrency); every phase runs at each")
