@@ -477,3 +477,45 @@ func TestSentScopeStoreFails(t *testing.T) {
 		t.Fatalf("read once the store is back: %v", err)
 	}
 }
+
+// TestSentPruned: retention forgets who sent an object once the record is
+// older than the sent retention (serve --sent-retention); the object is
+// then every key's unknown id, its own sender's too: the vendor's 404, and
+// nothing forwarded. A younger one is still read by its sender.
+func TestSentPruned(t *testing.T) {
+	up := &upstreamLog{}
+	e := MustOpenVendors(t, logUpstream(up))
+	_, tw := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	_, rs := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
+	send := func() (sid, email string) {
+		t.Helper()
+		m, err := e.TwilioClient(t, tw).Api.CreateMessage(sms("+14155550123"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *m.Sid, resendSendAs(t, e, rs, &resendgo.SendEmailRequest{From: "login@example.com", To: []string{"alice@example.com"}, Subject: "code", Text: "123456"})
+	}
+	oldSid, oldEmail := send()
+	e.Clock.Advance(30 * 24 * time.Hour)
+	newSid, newEmail := send()
+	e.Clock.Advance(15 * 24 * time.Hour) // the first ones are 45 days old, the second 15
+
+	p := &keybrake.Pruner{Store: e.Store, Sent: keybrake.MinSentRetention, Pause: time.Microsecond, Now: e.Clock.Now}
+	if rep, err := p.Once(context.Background()); err != nil || rep.Sent != 2 || rep.Events != 0 || rep.Reservations != 0 {
+		t.Fatalf("pass = %+v, %v; want the two records older than %s only", rep, err, keybrake.MinSentRetention)
+	}
+	if m, err := e.TwilioClient(t, tw).Api.FetchMessage(newSid, nil); err != nil || *m.Sid != newSid {
+		t.Fatalf("the sender reads its kept message: %v", err)
+	}
+	if got, err := e.ResendClient(t, rs).Emails.Get(newEmail); err != nil || got.Id != newEmail {
+		t.Fatalf("the sender reads its kept email: %v", err)
+	}
+	before := up.naming(oldSid) + up.naming(oldEmail)
+	_, err := e.TwilioClient(t, tw).Api.FetchMessage(oldSid, nil)
+	twilioErr(t, err, 404, twilio.CodeNotFound)
+	_, err = e.ResendClient(t, rs).Emails.Get(oldEmail)
+	wantResendNotFound(t, "the sender reads its pruned email", err)
+	if after := up.naming(oldSid) + up.naming(oldEmail); after != before {
+		t.Fatalf("the reads of pruned ids were forwarded: %q", up.reqs)
+	}
+}
