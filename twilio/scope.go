@@ -293,19 +293,20 @@ var scopeHelp = map[string]string{
 // paging is Twilio's. That is the key's own traffic only when no other key
 // (and nothing outside keybrake) sends from those numbers: keybrake does
 // not make a sender exclusive to a key. A key without allowed_from lists
-// everything, as before. A From spelled in another case (from, FROM) is
-// refused under any scope: keybrake cannot know which one Twilio reads.
+// everything, as before. Under allowed_from, a From spelled in another
+// case (from, FROM) is refused: keybrake cannot know which one Twilio
+// reads.
 func (p Policy) CheckList(op Operation, query url.Values) error {
 	if op.Name != "messages.list" && op.Name != "calls.list" {
 		return nil
 	}
-	for name := range query {
-		if name != "From" && strings.EqualFold(name, "From") {
-			return refuse("", "parameter %s differs from From only in case, so keybrake cannot tell which one Twilio reads", printable(name))
-		}
-	}
 	if len(p.From) == 0 {
 		return nil
+	}
+	for name := range query {
+		if name != "From" && strings.EqualFold(name, "From") {
+			return refuse("", "parameter %s differs from From only in case, so keybrake cannot tell which one Twilio reads against this vault key's twilio_scope", printable(name))
+		}
 	}
 	what := strings.TrimSuffix(op.Name, ".list")
 	from := query["From"]

@@ -689,7 +689,7 @@ func TestScopeListPolicy(t *testing.T) {
 		{p, "Messages", "From=%2B14155550100&From=%2B14155550199", false},
 		{p, "Messages", "From=%2B14155550100&from=%2B14155550199", false},
 		{twilio.Policy{}, "Messages", "", true},
-		{twilio.Policy{}, "Messages", "FROM=%2B1", false},
+		{twilio.Policy{}, "Messages", "FROM=%2B1", true},
 		{twilio.Policy{Countries: []string{"US"}}, "Calls", "", true},
 	} {
 		q, _ := url.ParseQuery(tc.query)
