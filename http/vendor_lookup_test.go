@@ -321,3 +321,32 @@ func TestTwilioLostAnswerFoundReadBySender(t *testing.T) {
 	_, err = tb.Api.FetchCall(csid, nil)
 	twilioErr(t, err, 404, twilio.CodeNotFound)
 }
+
+// TestTwilioLostAnswerMatchOfAnotherKey: the lookup matches by content, so
+// the message it finds for a lost create may be one keybrake answered to
+// another key (an identical send that reserved nothing, which no
+// reservation names). That key's create was answered with the sid, so it
+// is not the lost create's: it stays that key's alone. The money is
+// decided as before (the lost create stays counted against it).
+func TestTwilioLostAnswerMatchOfAnotherKey(t *testing.T) {
+	e := MustOpenVendors(t)
+	id, a := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	bID, b := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	e.lose(t, 1, true)
+	_, err := e.TwilioClient(t, a).Api.CreateMessage(sms("+14155550123"))
+	twilioErr(t, err, 503, twilio.CodeUnavailable)
+	sid := e.Twilio.GroundTruth().Messages[0].Sid
+	// As keybrake records an answered send that reserved nothing.
+	if err := e.Store.RecordSent(context.Background(), keybrake.RecordSentArgs{Vendor: keybrake.VendorTwilio, KeyID: bID, IDs: []string{sid}, Now: e.Clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.settleAll(t)
+	if rs, _ := e.Store.FindReservations(context.Background(), keybrake.ReservationFilter{KeyID: id}); len(rs) != 1 || rs[0].ObjectID != sid {
+		t.Fatalf("reservations %+v, want settled against %s", rs, sid)
+	}
+	_, err = e.TwilioClient(t, a).Api.FetchMessage(sid, nil)
+	twilioErr(t, err, 404, twilio.CodeNotFound)
+	if _, err := e.TwilioClient(t, b).Api.FetchMessage(sid, nil); err != nil {
+		t.Fatalf("B fetches the message it was answered with: %v", err)
+	}
+}
