@@ -63,7 +63,10 @@ func (r PruneReport) Total() int64 {
 // MinRetention, the sent retention shorter than MinSentRetention, or
 // neither is set.
 func (p *Pruner) Validate() error {
-	if p.Retention < 0 || (p.Retention > 0 && p.Retention < MinRetention) || (p.Retention == 0 && p.Sent == 0) {
+	if p.Retention == 0 && p.Sent == 0 {
+		return ErrorParam("retention", "Neither a retention nor a sent retention is set: there is nothing to prune.")
+	}
+	if p.Retention < 0 || (p.Retention > 0 && p.Retention < MinRetention) {
 		return ErrorParam("retention", "Retention %s is shorter than the minimum %s: Stripe may replay a request for %s, and a reservation must outlive that.", p.Retention, MinRetention, IdempotencyWindow)
 	}
 	if p.Sent < 0 || (p.Sent > 0 && p.Sent < MinSentRetention) {
