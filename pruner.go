@@ -13,7 +13,8 @@ type PruneStore interface {
 }
 
 // Pruner applies retention: it deletes audit events, final reservations,
-// spent holds, alerts and closed spend counters older than Retention, in
+// spent holds, alerts and closed spend counters older than Retention, and
+// the records of sent messages, calls and emails older than Sent, in
 // batches of at most Batch rows, each its own short transaction, pausing
 // Pause between batches so the request path's writes are never queued
 // behind a long delete.
@@ -26,9 +27,16 @@ type PruneStore interface {
 //	holds         PruneHolds                --> until a batch deletes nothing
 //	counters      CompactCounters           --> daily before Before's day, monthly older than 13 months
 //	alerts        PruneAlerts               --> until a batch deletes nothing
+//	sent          PruneSent                 --> records of sent objects older than Sent
+//
+// Retention and Sent are apart: the record of who sent a message decides
+// whether its sender may still read it, which matters as long as the
+// vendor shows the message (Twilio: 400 days), not as long as its money
+// does. Either may be 0 (those rows are kept), not both.
 type Pruner struct {
 	Store     PruneStore
-	Retention time.Duration    // rows older than this go; at least MinRetention
+	Retention time.Duration    // events, reservations, holds, counters, alerts older than this go; 0 keeps them, else at least MinRetention
+	Sent      time.Duration    // records of sent objects older than this go; 0 keeps them, else at least MinSentRetention
 	Batch     int              // rows per transaction; default DefaultPruneBatch
 	Pause     time.Duration    // between batches; default 20 ms
 	Now       func() time.Time // default time.Now
@@ -42,18 +50,27 @@ type PruneReport struct {
 	Counters     int64 `json:"counters"`
 	Alerts       int64 `json:"alerts"`
 	Guards       int64 `json:"guard_counters"`
+	Sent         int64 `json:"sent"`
 	Batches      int   `json:"batches"`
 }
 
 // Total is every row the pass deleted.
 func (r PruneReport) Total() int64 {
-	return r.Events + r.Reservations + r.Holds + r.Counters + r.Alerts + r.Guards
+	return r.Events + r.Reservations + r.Holds + r.Counters + r.Alerts + r.Guards + r.Sent
 }
 
-// Validate returns EINVALID when the retention is shorter than MinRetention.
+// Validate returns EINVALID when the retention is shorter than
+// MinRetention, the sent retention shorter than MinSentRetention, or
+// neither is set.
 func (p *Pruner) Validate() error {
-	if p.Retention < MinRetention {
+	if p.Retention == 0 && p.Sent == 0 {
+		return ErrorParam("retention", "Neither a retention nor a sent retention is set: there is nothing to prune.")
+	}
+	if p.Retention < 0 || (p.Retention > 0 && p.Retention < MinRetention) {
 		return ErrorParam("retention", "Retention %s is shorter than the minimum %s: Stripe may replay a request for %s, and a reservation must outlive that.", p.Retention, MinRetention, IdempotencyWindow)
+	}
+	if p.Sent < 0 || (p.Sent > 0 && p.Sent < MinSentRetention) {
+		return ErrorParam("sent_retention", "Sent retention %s is shorter than the minimum %s: a message may be scheduled 35 days ahead, and its sender must still reach it.", p.Sent, MinSentRetention)
 	}
 	return nil
 }
@@ -75,22 +92,30 @@ func (p *Pruner) Once(ctx context.Context) (PruneReport, error) {
 		batch = DefaultPruneBatch
 	}
 	args := PruneArgs{Before: before, Now: now, Limit: batch}
-	if err := p.events(ctx, before, now, batch, &rep); err != nil {
-		return rep, fmt.Errorf("prune events: %w", err)
-	}
-	steps := []struct {
+	type step struct {
 		name string
 		n    *int64
 		run  func() (int64, error)
-	}{
-		{"reservations", &rep.Reservations, func() (int64, error) { return p.Store.PruneReservations(ctx, args) }},
-		{"holds", &rep.Holds, func() (int64, error) { return p.Store.PruneHolds(ctx, args) }},
-		{"counters", &rep.Counters, func() (int64, error) {
-			day, month := CounterCutoffs(before, now)
-			return p.Store.CompactCounters(ctx, CompactArgs{DayBefore: day, MonthBefore: month, Limit: batch})
-		}},
-		{"alerts", &rep.Alerts, func() (int64, error) { return p.Store.PruneAlerts(ctx, args) }},
-		{"guard counters", &rep.Guards, func() (int64, error) { return p.Store.PruneGuardCounters(ctx, args) }},
+	}
+	var steps []step
+	if p.Retention > 0 {
+		if err := p.events(ctx, before, now, batch, &rep); err != nil {
+			return rep, fmt.Errorf("prune events: %w", err)
+		}
+		steps = append(steps,
+			step{"reservations", &rep.Reservations, func() (int64, error) { return p.Store.PruneReservations(ctx, args) }},
+			step{"holds", &rep.Holds, func() (int64, error) { return p.Store.PruneHolds(ctx, args) }},
+			step{"counters", &rep.Counters, func() (int64, error) {
+				day, month := CounterCutoffs(before, now)
+				return p.Store.CompactCounters(ctx, CompactArgs{DayBefore: day, MonthBefore: month, Limit: batch})
+			}},
+			step{"alerts", &rep.Alerts, func() (int64, error) { return p.Store.PruneAlerts(ctx, args) }},
+			step{"guard counters", &rep.Guards, func() (int64, error) { return p.Store.PruneGuardCounters(ctx, args) }},
+		)
+	}
+	if p.Sent > 0 {
+		sent := PruneArgs{Before: now.Add(-p.Sent), Now: now, Limit: batch}
+		steps = append(steps, step{"sent objects", &rep.Sent, func() (int64, error) { return p.Store.PruneSent(ctx, sent) }})
 	}
 	for _, st := range steps {
 		for {

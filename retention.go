@@ -20,6 +20,20 @@ const MinRetention = 2 * IdempotencyWindow
 // reservations and alerts unless told otherwise.
 const DefaultRetention = 90 * 24 * time.Hour
 
+// DefaultSentRetention is how long keybrake keeps the record of which key
+// sent each message, call and email (SentService) unless told otherwise:
+// the 13 months (400 days) Twilio's Messages API shows a message by
+// default. Past it a key's request for the id is answered as for an
+// unknown id, which Twilio answers too by then; Resend keeps emails for
+// less.
+const DefaultSentRetention = 400 * 24 * time.Hour
+
+// MinSentRetention is the shortest sent-object retention keybrake accepts:
+// Twilio schedules a message up to 35 days ahead (Resend an email up to 30),
+// and its sender must still be able to cancel it, then read how it went,
+// through keybrake.
+const MinSentRetention = 40 * 24 * time.Hour
+
 // MonthlyCounterMonths is how many months of monthly spend buckets are kept
 // before compaction drops them; the total counter is never dropped.
 const MonthlyCounterMonths = 13
@@ -79,6 +93,12 @@ type RetentionService interface {
 	// spend-rate buckets) that no window reads after Now: their expiry is
 	// in the past.
 	PruneGuardCounters(ctx context.Context, args PruneArgs) (int64, error)
+
+	// PruneSent deletes up to Limit records of sent objects (SentService)
+	// made before Before, and never one made less than MinSentRetention
+	// before Now, whatever Before says. A pruned object is refused to
+	// every key as one keybrake has no record of.
+	PruneSent(ctx context.Context, args PruneArgs) (int64, error)
 }
 
 // CounterCutoffs returns the buckets before which daily and monthly
@@ -91,4 +111,15 @@ func CounterCutoffs(before, now time.Time) (day, month string) {
 	m := now.In(earliest)
 	month = time.Date(m.Year(), m.Month()-MonthlyCounterMonths, 1, 0, 0, 0, 0, time.UTC).Format("2006-01")
 	return day, month
+}
+
+// SentCutoff is the instant before which PruneSent deletes a sent object's
+// record: args.Before, or MinSentRetention before args.Now when that is
+// earlier, so a caller's short retention never takes a record its sender
+// may still need (a message scheduled weeks ahead).
+func SentCutoff(args PruneArgs) time.Time {
+	if w := args.Now.Add(-MinSentRetention); w.Before(args.Before) {
+		return w
+	}
+	return args.Before
 }

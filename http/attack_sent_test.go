@@ -477,3 +477,108 @@ func TestSentScopeStoreFails(t *testing.T) {
 		t.Fatalf("read once the store is back: %v", err)
 	}
 }
+
+// TestSentPruned: retention forgets who sent an object once the record is
+// older than the sent retention (serve --sent-retention); the object is
+// then every key's unknown id, its own sender's too: the vendor's 404, and
+// nothing forwarded. A younger one is still read by its sender.
+func TestSentPruned(t *testing.T) {
+	up := &upstreamLog{}
+	e := MustOpenVendors(t, logUpstream(up))
+	_, tw := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	_, rs := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"1"}`)
+	send := func() (sid, email string) {
+		t.Helper()
+		m, err := e.TwilioClient(t, tw).Api.CreateMessage(sms("+14155550123"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *m.Sid, resendSendAs(t, e, rs, &resendgo.SendEmailRequest{From: "login@example.com", To: []string{"alice@example.com"}, Subject: "code", Text: "123456"})
+	}
+	oldSid, oldEmail := send()
+	e.Clock.Advance(30 * 24 * time.Hour)
+	newSid, newEmail := send()
+	e.Clock.Advance(15 * 24 * time.Hour) // the first ones are 45 days old, the second 15
+
+	p := &keybrake.Pruner{Store: e.Store, Sent: keybrake.MinSentRetention, Pause: time.Microsecond, Now: e.Clock.Now}
+	if rep, err := p.Once(context.Background()); err != nil || rep.Sent != 2 || rep.Events != 0 || rep.Reservations != 0 {
+		t.Fatalf("pass = %+v, %v; want the two records older than %s only", rep, err, keybrake.MinSentRetention)
+	}
+	if m, err := e.TwilioClient(t, tw).Api.FetchMessage(newSid, nil); err != nil || *m.Sid != newSid {
+		t.Fatalf("the sender reads its kept message: %v", err)
+	}
+	if got, err := e.ResendClient(t, rs).Emails.Get(newEmail); err != nil || got.Id != newEmail {
+		t.Fatalf("the sender reads its kept email: %v", err)
+	}
+	before := up.naming(oldSid) + up.naming(oldEmail)
+	_, err := e.TwilioClient(t, tw).Api.FetchMessage(oldSid, nil)
+	twilioErr(t, err, 404, twilio.CodeNotFound)
+	_, err = e.ResendClient(t, rs).Emails.Get(oldEmail)
+	wantResendNotFound(t, "the sender reads its pruned email", err)
+	if after := up.naming(oldSid) + up.naming(oldEmail); after != before {
+		t.Fatalf("the reads of pruned ids were forwarded: %q", up.reqs)
+	}
+}
+
+// TestAttackTwilio_ListOtherKeysMessages: a key given messages.list (or
+// calls.list) read every message of the account, another key's one-time
+// codes included, even when its twilio_scope.allowed_from gave it senders
+// of its own. Now such a key lists only with Twilio's From filter naming
+// one of its senders (kept on every page, so Twilio's paging works as it
+// does); a list without it, or from another key's number, is refused and
+// nothing is forwarded. A key without allowed_from still lists everything
+// (docs/money-model.md).
+func TestAttackTwilio_ListOtherKeysMessages(t *testing.T) {
+	up := &upstreamLog{}
+	e := MustOpenVendors(t, logUpstream(up))
+	lists := `"allowed_endpoints":["messages.create","messages.list","calls.create","calls.list"]`
+	_, a := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5",`+lists+`,"twilio_scope":{"allowed_from":["+14155550100"]}}`)
+	_, b := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5",`+lists+`,"twilio_scope":{"allowed_from":["+14155550199"]}}`)
+	ta, tb := e.TwilioClient(t, a), e.TwilioClient(t, b)
+	if _, err := tb.Api.CreateMessage(sms("+14155550123").SetFrom("+14155550199").SetBody("B's code is 999999")); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := ta.Api.CreateMessage(sms("+14155550124")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forwarded := len(up.reqs)
+	for _, p := range []*api.ListMessageParams{{}, (&api.ListMessageParams{}).SetFrom("+14155550199"), (&api.ListMessageParams{}).SetTo("+14155550123")} {
+		got, err := ta.Api.ListMessage(p)
+		for _, m := range got {
+			if strings.Contains(*m.Body, "999999") {
+				t.Fatalf("A listed B's message: %+v", p)
+			}
+		}
+		twilioErr(t, err, 403, twilio.CodeForbidden)
+	}
+	if _, err := ta.Api.ListCall(&api.ListCallParams{}); err == nil {
+		t.Fatal("A lists the account's calls without From")
+	}
+	auth := map[string]string{"Authorization": basicAuth(twiliosim.DefaultAccountSid, a)}
+	base := "/twilio/2010-04-01/Accounts/" + twiliosim.DefaultAccountSid + "/Messages.json?"
+	for _, q := range []string{"from=%2B14155550100", "From=%2B14155550100&FROM=%2B14155550199", "From=%2B14155550100&From=%2B14155550199", "From=+14155550100"} {
+		if resp, body := e.Do(t, "GET", base+q, "", auth); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("A GET ?%s: %d %s", q, resp.StatusCode, body)
+		}
+	}
+	if len(up.reqs) != forwarded {
+		t.Fatalf("refused lists were forwarded: %q", up.reqs[forwarded:])
+	}
+	// Narrowed to its own sender, across Twilio's pages.
+	own, err := ta.Api.ListMessage((&api.ListMessageParams{}).SetFrom("+14155550100").SetPageSize(2))
+	if err != nil || len(own) != 3 {
+		t.Fatalf("A lists its own messages, two a page: %d, %v", len(own), err)
+	}
+	for _, m := range own {
+		if *m.From != "+14155550100" {
+			t.Fatalf("A's list has a message from %s", *m.From)
+		}
+	}
+	// A key without allowed_from lists the account, as the operator chose.
+	_, c := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5",`+lists+`}`)
+	if all, err := e.TwilioClient(t, c).Api.ListMessage(&api.ListMessageParams{}); err != nil || len(all) != 4 {
+		t.Fatalf("an unscoped key lists %d messages, %v; want all 4", len(all), err)
+	}
+}

@@ -108,12 +108,30 @@ func (s *Server) recordSent(ctx context.Context, c *call, body []byte) error {
 }
 
 // recordResolved records the ids a resolved create made (VendorOutcome.Sent)
-// as rsv's key's own.
+// as rsv's key's own: a Resend send's ids its replay read, the Twilio
+// message or call the lookup matched by To, sender, body and time. An id
+// keybrake already records as another key's is not added: that key's
+// create was answered with it, so it is not rsv's, whatever a match by
+// content says (an identical send of an untracked key, which no
+// reservation names).
 func (s *Server) recordResolved(ctx context.Context, vendor string, rsv *keybrake.Reservation, out VendorOutcome) {
-	if len(out.Sent) == 0 {
+	ids := make([]string, 0, len(out.Sent))
+	for _, id := range out.Sent {
+		senders, err := s.Store.FindSenders(ctx, vendor, id)
+		if err != nil {
+			s.logger().Warn("reading who sent what a resolved create made failed; its key cannot read it through keybrake", "reservation", rsv.ID, "err", err)
+			return
+		}
+		if len(senders) > 0 && !slices.Contains(senders, rsv.KeyID) {
+			s.logger().Warn("a resolved create matched an object keybrake records as another key's; not recording it as this key's", "reservation", rsv.ID, "object", id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
 		return
 	}
-	if err := s.Store.RecordSent(ctx, keybrake.RecordSentArgs{Vendor: vendor, KeyID: rsv.KeyID, ReservationID: rsv.ID, IDs: out.Sent, Now: s.Now()}); err != nil {
+	if err := s.Store.RecordSent(ctx, keybrake.RecordSentArgs{Vendor: vendor, KeyID: rsv.KeyID, ReservationID: rsv.ID, IDs: ids, Now: s.Now()}); err != nil {
 		s.logger().Warn("recording what a resolved create sent failed; its key cannot read it through keybrake", "reservation", rsv.ID, "err", err)
 	}
 }

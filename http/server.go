@@ -125,8 +125,9 @@ type Server struct {
 	// AdminTokens are named admin identities besides AdminToken (which is
 	// the admin named "env"); see admintokens.go.
 	AdminTokens *AdminTokens
-	// Retention prunes old audit events, reservations and alerts in the
-	// background (retention.go); a zero Age keeps everything.
+	// Retention prunes old audit events, reservations and alerts, and old
+	// records of sent objects, in the background (retention.go); a zero
+	// Age and Sent keep everything.
 	Retention RetentionConfig
 
 	metrics     *metrics
@@ -208,6 +209,8 @@ func (s *Server) init() error {
 		return keybrake.ErrorParam("admin_token", "no admin token configured")
 	case s.Retention.Age > 0 && s.Retention.Age < keybrake.MinRetention:
 		return keybrake.ErrorParam("retention", "retention %s is shorter than the minimum %s", s.Retention.Age, keybrake.MinRetention)
+	case s.Retention.Sent > 0 && s.Retention.Sent < keybrake.MinSentRetention:
+		return keybrake.ErrorParam("sent_retention", "sent retention %s is shorter than the minimum %s", s.Retention.Sent, keybrake.MinSentRetention)
 	}
 	if s.Now == nil {
 		s.Now = time.Now

@@ -274,3 +274,79 @@ func TestTwilioLostScheduledMessageHeldUntilPriced(t *testing.T) {
 		t.Fatalf("after the send: spend %+v, twiliosim billed %+v", sp, billed)
 	}
 }
+
+// TestTwilioLostAnswerFoundReadBySender: a message or call whose answer
+// was lost, and that the resolver then found by To, sender, body and time,
+// is its sender's like one whose answer arrived. keybrake recorded no
+// sender for it, so the key that sent it got Twilio's 404 for its own sid
+// (learned from its status callback or the list) for good. Another key
+// still gets the 404, and nothing is recorded before the lookup decides.
+func TestTwilioLostAnswerFoundReadBySender(t *testing.T) {
+	e := MustOpenVendors(t)
+	all := `"allowed_endpoints":["messages.create","messages.fetch","calls.create","calls.fetch"]`
+	id, a := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1",`+all+`}`)
+	_, b := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1",`+all+`}`)
+	ta, tb := e.TwilioClient(t, a), e.TwilioClient(t, b)
+	e.lose(t, 2, true)
+	_, err := ta.Api.CreateMessage(sms("+14155550123"))
+	twilioErr(t, err, 503, twilio.CodeUnavailable)
+	_, err = ta.Api.CreateCall((&api.CreateCallParams{}).SetTo("+14155550124").SetFrom("+14155550100").
+		SetTwiml("<Response><Say>hi</Say></Response>").SetTimeLimit(120))
+	twilioErr(t, err, 503, twilio.CodeUnavailable)
+	truth := e.Twilio.GroundTruth()
+	if len(truth.Messages) != 1 || len(truth.Calls) != 1 {
+		t.Fatalf("twiliosim made %d messages and %d calls, want one each", len(truth.Messages), len(truth.Calls))
+	}
+	msid, csid := truth.Messages[0].Sid, truth.Calls[0].Sid
+	_, err = ta.Api.FetchMessage(msid, nil)
+	twilioErr(t, err, 404, twilio.CodeNotFound) // not known to be A's yet
+
+	e.settleAll(t)
+	rs, _ := e.Store.FindReservations(context.Background(), keybrake.ReservationFilter{KeyID: id})
+	objects := map[string]bool{}
+	for _, r := range rs {
+		objects[r.ObjectID] = true
+	}
+	if len(rs) != 2 || !objects[msid] || !objects[csid] {
+		t.Fatalf("reservations %+v, want them settled against %s and %s", rs, msid, csid)
+	}
+	if m, err := ta.Api.FetchMessage(msid, nil); err != nil || *m.Sid != msid {
+		t.Fatalf("A fetches the message the resolver found for it: %v", err)
+	}
+	if c, err := ta.Api.FetchCall(csid, nil); err != nil || *c.Sid != csid {
+		t.Fatalf("A fetches the call the resolver found for it: %v", err)
+	}
+	_, err = tb.Api.FetchMessage(msid, nil)
+	twilioErr(t, err, 404, twilio.CodeNotFound)
+	_, err = tb.Api.FetchCall(csid, nil)
+	twilioErr(t, err, 404, twilio.CodeNotFound)
+}
+
+// TestTwilioLostAnswerMatchOfAnotherKey: the lookup matches by content, so
+// the message it finds for a lost create may be one keybrake answered to
+// another key (an identical send that reserved nothing, which no
+// reservation names). That key's create was answered with the sid, so it
+// is not the lost create's: it stays that key's alone. The money is
+// decided as before (the lost create stays counted against it).
+func TestTwilioLostAnswerMatchOfAnotherKey(t *testing.T) {
+	e := MustOpenVendors(t)
+	id, a := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	bID, b := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	e.lose(t, 1, true)
+	_, err := e.TwilioClient(t, a).Api.CreateMessage(sms("+14155550123"))
+	twilioErr(t, err, 503, twilio.CodeUnavailable)
+	sid := e.Twilio.GroundTruth().Messages[0].Sid
+	// As keybrake records an answered send that reserved nothing.
+	if err := e.Store.RecordSent(context.Background(), keybrake.RecordSentArgs{Vendor: keybrake.VendorTwilio, KeyID: bID, IDs: []string{sid}, Now: e.Clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.settleAll(t)
+	if rs, _ := e.Store.FindReservations(context.Background(), keybrake.ReservationFilter{KeyID: id}); len(rs) != 1 || rs[0].ObjectID != sid {
+		t.Fatalf("reservations %+v, want settled against %s", rs, sid)
+	}
+	_, err = e.TwilioClient(t, a).Api.FetchMessage(sid, nil)
+	twilioErr(t, err, 404, twilio.CodeNotFound)
+	if _, err := e.TwilioClient(t, b).Api.FetchMessage(sid, nil); err != nil {
+		t.Fatalf("B fetches the message it was answered with: %v", err)
+	}
+}

@@ -171,11 +171,22 @@ func twilioClass(c twilio.Class) Class {
 // countries and prefixes, senders, messaging services) to a create, and
 // makes a create to one of the account's own numbers unpriced (ownTo).
 func (v *twilioVendor) Decide(ctx context.Context, k *keybrake.Key, req *VendorRequest) error {
+	tr := req.Parsed.(*twilioRequest)
+	var p twilio.Policy
 	if k.TwilioScope != nil {
-		tr := req.Parsed.(*twilioRequest)
-		if err := twilio.Policy(*k.TwilioScope).Check(twilio.ScopeOf(tr.op, tr.form)); err != nil {
+		p = twilio.Policy(*k.TwilioScope)
+		if err := p.Check(twilio.ScopeOf(tr.op, tr.form)); err != nil {
 			return err
 		}
+	}
+	// A list is narrowed to the key's senders (allowed_from) by Twilio's
+	// own From filter: RawQuery is what is forwarded, parsed back here.
+	query, err := url.ParseQuery(req.RawQuery)
+	if err != nil {
+		return keybrake.Errorf(keybrake.EINVALID, "The query string does not parse.")
+	}
+	if err := p.CheckList(tr.op, query); err != nil {
+		return err
 	}
 	return v.ownTo(ctx, req)
 }

@@ -125,9 +125,13 @@ func sender(s twilio.Sent) string {
 
 // found settles a lost create to the resource it made: at Twilio's price
 // when the list already shows it, else held at the reserved amount until
-// the price pass reads it.
+// the price pass reads it. The sid becomes the reservation's key's own
+// (Sent), as it would have from the answer: the resolver records it
+// before the reservation names it, so its sender can read its message
+// and call by sid once it learns it (a status callback, messages.list).
 func found(r twilio.Resource, identical int) VendorOutcome {
 	out := twilioOutcome(twilioResource{Sid: r.Sid, Status: r.Status, Price: r.Price, PriceUnit: r.PriceUnit})
+	out.Sent = []string{r.Sid}
 	how := "found " + r.Sid + " by To, sender, body and time"
 	if identical > 1 {
 		how += fmt.Sprintf(" (one of %d identical lost sends, assigned in order)", identical)

@@ -109,6 +109,18 @@ func (s *Store) PruneGuardCounters(ctx context.Context, args keybrake.PruneArgs)
 		args.Now.Unix(), pruneLimit(args.Limit))
 }
 
+// PruneSent deletes up to a batch of old records of sent objects, oldest
+// first (sent_objects_created, 0038). A row is never changed after it is
+// made, so the target repeats no condition.
+func (s *Store) PruneSent(ctx context.Context, args keybrake.PruneArgs) (int64, error) {
+	return s.pruneExec(ctx, "prune sent objects", `WITH batch AS MATERIALIZED (
+		SELECT vendor, object_id, key_id FROM sent_objects WHERE created_at < $1
+		ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+		DELETE FROM sent_objects t USING batch WHERE t.vendor = batch.vendor
+		AND t.object_id = batch.object_id AND t.key_id = batch.key_id`,
+		ts(keybrake.SentCutoff(args)), pruneLimit(args.Limit))
+}
+
 // pruneExec runs one bounded DELETE in a transaction of its own.
 func (s *Store) pruneExec(ctx context.Context, what, q string, args ...any) (int64, error) {
 	tag, err := s.pool.Exec(ctx, q, args...)

@@ -40,6 +40,8 @@ func TestQueryPlans(t *testing.T) {
 		{"Repeats", `SELECT COUNT(*) FROM (SELECT 1 FROM repeat_fingerprints WHERE key_id = ?1 AND fingerprint = ? AND created_at > ? LIMIT ?)`,
 			[]any{"k", "fp", 0, 3}, "PRIMARY KEY (key_id=? AND fingerprint=? AND created_at>?)"},
 		{"Prune", `SELECT r.id FROM reservations r WHERE r.state IN ('settled', 'released') AND r.updated_at < ?1 AND r.created_at < ?1 LIMIT ?2`, []any{0, 10}, "reservations_final"},
+		// PruneSent's batch (0032): the oldest records by sent_objects_created.
+		{"PruneSent", `SELECT vendor, object_id, key_id FROM sent_objects WHERE created_at < ?1 ORDER BY created_at LIMIT ?2`, []any{0, 10}, "sent_objects_created"},
 		// PruneEvents' reads and deletes of one key's chain (0029): ranges
 		// of events_key_id from the key's first event.
 		{"PruneFirstKept", sqlite.QPruneFirstKept, []any{"k", 0}, "INDEX events_key_id (key_id=?)"},

@@ -56,6 +56,14 @@ func (s *Store) PruneGuardCounters(ctx context.Context, args keybrake.PruneArgs)
 		SELECT key_id, scope, bucket, slot FROM guard_counters WHERE expires < ?1 LIMIT ?2)`, args.Now.Unix(), pruneLimit(args.Limit))
 }
 
+// PruneSent deletes up to a batch of old records of sent objects, oldest
+// first (sent_objects_created, 0032).
+func (s *Store) PruneSent(ctx context.Context, args keybrake.PruneArgs) (int64, error) {
+	return s.pruneExec(ctx, "prune sent objects", `DELETE FROM sent_objects WHERE (vendor, object_id, key_id) IN (
+		SELECT vendor, object_id, key_id FROM sent_objects WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)`,
+		keybrake.SentCutoff(args).UnixMicro(), pruneLimit(args.Limit))
+}
+
 // CompactCounters deletes up to a batch of closed daily and monthly
 // counters no open reservation counts in.
 func (s *Store) CompactCounters(ctx context.Context, args keybrake.CompactArgs) (int64, error) {

@@ -102,6 +102,7 @@ func Run(t *testing.T, open func(t *testing.T) keybrake.Store) {
 	t.Run("Scope", func(t *testing.T) { testScopeRoundTrip(t, o) })
 	t.Run("VendorResolve", func(t *testing.T) { testVendorResolve(t, o) })
 	t.Run("Sent", func(t *testing.T) { testSent(t, o) })
+	t.Run("SentPrune", func(t *testing.T) { testSentPrune(t, o) })
 	t.Run("KeyVersion", func(t *testing.T) { testKeyVersion(t, o) })
 }
 

@@ -2,6 +2,7 @@ package twilio
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/keybrake/keybrake"
@@ -282,4 +283,38 @@ var scopeHelp = map[string]string{
 	"allowed_number_prefixes":    "use + and 1 to 15 digits, like +1415",
 	"allowed_from":               "use an E.164 number (+14155550100), a short code, an alphanumeric sender id, or whatsapp:+14155550100",
 	"allowed_messaging_services": "use a Messaging Service sid, MG and 32 hex digits",
+}
+
+// CheckList returns nil when a messages.list or calls.list with query is
+// inside p, or EFORBIDDEN naming allowed_from. Twilio lists every message
+// or call of the account, whoever sent it; a key whose allowed_from is set
+// may list only those from one of its senders, named by the list's own
+// From filter, which Twilio keeps in every page's next_page_uri, so its
+// paging is Twilio's. That is the key's own traffic only when no other key
+// (and nothing outside keybrake) sends from those numbers: keybrake does
+// not make a sender exclusive to a key. A key without allowed_from lists
+// everything, as before. Under allowed_from, a From spelled in another
+// case (from, FROM) is refused: keybrake cannot know which one Twilio
+// reads.
+func (p Policy) CheckList(op Operation, query url.Values) error {
+	if op.Name != "messages.list" && op.Name != "calls.list" {
+		return nil
+	}
+	if len(p.From) == 0 {
+		return nil
+	}
+	for name := range query {
+		if name != "From" && strings.EqualFold(name, "From") {
+			return refuse("", "parameter %s differs from From only in case, so keybrake cannot tell which one Twilio reads against this vault key's twilio_scope", printable(name))
+		}
+	}
+	what := strings.TrimSuffix(op.Name, ".list")
+	from := query["From"]
+	switch {
+	case len(from) != 1:
+		return refuse("allowed_from", "this vault key lists only the %s sent from its twilio_scope.allowed_from (%s): add one From=, which Twilio keeps on every page", what, strings.Join(p.From, ", "))
+	case !containsExact(p.From, sender(from[0])):
+		return refuse("allowed_from", "From %s is not in this vault key's twilio_scope.allowed_from (%s)", printable(from[0]), strings.Join(p.From, ", "))
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package twilio_test
 
 import (
 	"encoding/base64"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -659,5 +660,46 @@ func TestCallingCode(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("CallingCode(%q) = %q, %v; want %q", number, got, ok, want)
 		}
+	}
+}
+
+// TestScopeListPolicy: a key with allowed_from lists messages and calls
+// only through Twilio's From filter naming one of its senders.
+func TestScopeListPolicy(t *testing.T) {
+	p := twilio.Policy{From: []string{"+14155550100", "whatsapp:+14155550101"}}
+	list := func(name string) twilio.Operation {
+		op, err := twilio.ParseOperation("GET", "/2010-04-01/Accounts/"+acct+"/"+name+".json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+	for _, tc := range []struct {
+		policy twilio.Policy
+		op     string
+		query  string
+		ok     bool
+	}{
+		{p, "Messages", "From=%2B14155550100&PageSize=20", true},
+		{p, "Calls", "From=%2B14155550100", true},
+		{p, "Messages", "From=WhatsApp:%2B14155550101", true},
+		{p, "Messages", "", false},
+		{p, "Calls", "To=%2B14155550100", false},
+		{p, "Messages", "From=%2B14155550199", false},
+		{p, "Messages", "From=%2B14155550100&From=%2B14155550199", false},
+		{p, "Messages", "From=%2B14155550100&from=%2B14155550199", false},
+		{twilio.Policy{}, "Messages", "", true},
+		{twilio.Policy{}, "Messages", "FROM=%2B1", true},
+		{twilio.Policy{Countries: []string{"US"}}, "Calls", "", true},
+	} {
+		q, _ := url.ParseQuery(tc.query)
+		err := tc.policy.CheckList(list(tc.op), q)
+		if (err == nil) != tc.ok || (err != nil && keybrake.ErrorCode(err) != keybrake.EFORBIDDEN) {
+			t.Errorf("%+v %s ?%s: %v, want ok=%v", tc.policy, tc.op, tc.query, err, tc.ok)
+		}
+	}
+	// Any other operation is not a list.
+	if err := p.CheckList(list("IncomingPhoneNumbers"), nil); err != nil {
+		t.Errorf("incoming_phone_numbers.list: %v", err)
 	}
 }

@@ -54,6 +54,7 @@ type ServeConfig struct {
 	KeyMetricsMax    int           // --metrics-max-keys, KEYBRAKE_METRICS_MAX_KEYS
 	Listen           ListenConfig  // TLS, the admin listener, limits (serve_listen.go)
 	Retention        time.Duration // --retention, KEYBRAKE_RETENTION: 0 keeps everything (retention.go)
+	SentRetention    time.Duration // --sent-retention, KEYBRAKE_SENT_RETENTION: 0 keeps every record (retention.go)
 	RetentionEvery   time.Duration // --retention-interval, KEYBRAKE_RETENTION_INTERVAL
 	CPUProfile       string        // --cpuprofile, KEYBRAKE_CPUPROFILE (serve_profile.go)
 	MemProfile       string        // --memprofile, KEYBRAKE_MEMPROFILE (serve_profile.go)
@@ -95,6 +96,7 @@ func NewServeMain(env Env) *ServeMain {
 		AlertInterval:   5 * time.Second,
 		KeyMetricsMax:   khttp.DefaultKeyMetricsMax,
 		Retention:       keybrake.DefaultRetention,
+		SentRetention:   keybrake.DefaultSentRetention,
 		RetentionEvery:  10 * time.Minute,
 	}}
 }
@@ -135,7 +137,7 @@ Environment only (secrets are kept out of the process list):
 	fs.IntVar(&c.KeyMetricsMax, "metrics-max-keys", envInt(env, "KEYBRAKE_METRICS_MAX_KEYS", c.KeyMetricsMax), "at most this many keys in the per-key gauges, oldest first (KEYBRAKE_METRICS_MAX_KEYS)")
 	c.Listen.flags(fs, env)
 	vendorFlags(fs, env, &c.Vendors)
-	retentionFlags(fs, env, &c.Retention, &c.RetentionEvery)
+	retentionFlags(fs, env, &c.Retention, &c.SentRetention, &c.RetentionEvery)
 	profileFlags(fs, env, &c.CPUProfile, &c.MemProfile)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -227,7 +229,7 @@ func (m *ServeMain) validate() (stripe.Rates, error) {
 	if err := c.Listen.validate(c.AdminToken); err != nil {
 		return nil, err
 	}
-	if err := validateRetention(c.Retention, c.RetentionEvery); err != nil {
+	if err := validateRetention(c.Retention, c.SentRetention, c.RetentionEvery); err != nil {
 		return nil, err
 	}
 	return rates, nil
@@ -260,7 +262,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	s.SettleAfterAnswer = !m.Config.SyncSettle
 	s.Transport = m.Transport
 	s.Drift = khttp.DriftConfig{Interval: m.Config.DriftInterval, Window: m.Config.DriftWindow, Suspend: m.Config.DriftSuspend}
-	s.Retention = khttp.RetentionConfig{Age: m.Config.Retention, Interval: m.Config.RetentionEvery}
+	s.Retention = khttp.RetentionConfig{Age: m.Config.Retention, Sent: m.Config.SentRetention, Interval: m.Config.RetentionEvery}
 	if m.Now != nil {
 		s.Now = m.Now
 	}

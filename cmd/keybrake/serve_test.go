@@ -148,6 +148,8 @@ func TestServe_BadConfigNamesField(t *testing.T) {
 		"LogFormat":   {nil, []string{"--log-format", "xml"}, "--log-format"},
 		"SecretFile":  {nil, []string{"--stripe-secret-file", "/nonexistent/secret"}, "--stripe-secret-file"},
 		"BothSecrets": {map[string]string{"STRIPE_SECRET_KEY": "sk_test_x", "KEYBRAKE_STRIPE_SECRET_FILE": "/etc/hostname"}, nil, "STRIPE_SECRET_KEY"},
+		"SentShort":   {nil, []string{"--sent-retention", "7d"}, "--sent-retention"},
+		"SentEnv":     {map[string]string{"KEYBRAKE_SENT_RETENTION": "soon"}, nil, "KEYBRAKE_SENT_RETENTION"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env, _ := testEnv(tc.vars)
