@@ -55,7 +55,8 @@ type Store struct {
 	guardGuess  sync.Map     // key ID -> guards text read by its last reservation; only a hint (guard_plan.go)
 	nextPrune   atomic.Int64 // Unix second of the next guard counter prune
 
-	path string // the database file, naming the watchers of its keys
+	path  string // the database file as the caller named it
+	canon string // path made absolute, symlinks resolved: names the watchers of its keys and its -procs
 
 	batch *batcher // group commit of Reserve and Settle
 
@@ -109,7 +110,7 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	if err := secureFiles(path); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	s := &Store{Now: time.Now, path: path}
+	s := &Store{Now: time.Now, path: path, canon: canonicalPath(path)}
 
 	// The writer never checkpoints: the checkpointer does, on a connection
 	// of its own (checkpoint.go), so no commit waits for one. When the writer
@@ -149,7 +150,10 @@ func open(path string, migrations fs.FS) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s.batch = newBatcher(s)
-	s.procs = s.joinProcs()
+	if s.procs, err = s.joinProcs(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 	if s.checkpoints, err = startCheckpointer(path, storePragmas("wal_autocheckpoint(0)"), s.checkpointOnWriter); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
