@@ -2,6 +2,7 @@ package replicas_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sync/atomic"
@@ -100,5 +101,93 @@ func TestAttackReplicas_NarrowedChargeCaughtByKeyVersion(t *testing.T) {
 	}
 	if len(rs) != 1 || rs[0].IdempotencyKey != "kv-before" {
 		t.Fatalf("the key has %d reservations; want only the charge before the change", len(rs))
+	}
+}
+
+// keyChanger is a replica's PostgreSQL store that, while on, has another
+// pool (another replica's store) update the key row just before each
+// reservation checked against a key version: a key that changes between
+// every decision and its reservation, deterministically, with no sleep.
+type keyChanger struct {
+	*postgres.Store
+	other          *postgres.Store
+	on             atomic.Bool
+	changes, stale atomic.Int64
+}
+
+func (c *keyChanger) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrake.ReserveResult, error) {
+	if c.on.Load() && args.KeyVersion != "" {
+		label := fmt.Sprintf("changed-%d", c.changes.Add(1))
+		if _, err := c.other.UpdateKey(ctx, args.Reservation.KeyID, keybrake.KeyUpdate{Label: &label}, time.Now()); err != nil {
+			return keybrake.ReserveResult{}, err
+		}
+	}
+	res, err := c.Store.Reserve(ctx, args)
+	if res.Stale {
+		c.stale.Add(1)
+	}
+	return res, err
+}
+
+// TestAttackKeyVer_StaleTwiceRefusedNothingForwarded: a key another
+// replica changes between each decision and its reservation (here: after
+// the cached key's decision, and again after the fresh key's) is refused
+// with a retryable 503 in Stripe's shape, after exactly two stale
+// reservations: nothing forwarded to Stripe, nothing reserved or counted,
+// one audit event. The same Idempotency-Key, retried once the key stops
+// changing, charges once.
+func TestAttackKeyVer_StaleTwiceRefusedNothingForwarded(t *testing.T) {
+	dsn := MustDatabase(t, MustServerDSN(t))
+	sim := MustSim(t)
+	a := MustReplica(t, dsn, sim)
+	var changer *keyChanger
+	b := mustReplicaWith(t, dsn, sim, func(s *Replica) {
+		changer = &keyChanger{Store: s.Store, other: a.Store}
+		s.Server.Store = changer
+	})
+	keyID, secret := MustCreateKey(t, a.URL(), `{"label":"churning","daily_usd_cap":1000,"allowed_endpoints":["charges.create"]}`)
+	auth := map[string]string{"Authorization": "Bearer " + secret, "Idempotency-Key": "kv-churn"}
+	if status, body := Do(t, "GET", b.URL()+"/v1/keybrake/key", "", map[string]string{"Authorization": auth["Authorization"]}); status != http.StatusOK {
+		t.Fatalf("own key on B: %d %s", status, body)
+	}
+
+	changer.on.Store(true)
+	status, body := Do(t, "POST", b.URL()+"/v1/charges", "amount=5000&currency=usd&source=tok_visa", auth)
+	changer.on.Store(false)
+	if status != http.StatusServiceUnavailable || StripeErrorType(body) != "api_error" {
+		t.Fatalf("a charge on a key changed before each of its reservations: %d %s; want Stripe's 503 api_error", status, body)
+	}
+	if n := changer.stale.Load(); n != 2 {
+		t.Fatalf("%d stale reservations; want 2 (the cached key's, then the fresh key's)", n)
+	}
+	if n := len(sim.GroundTruth().Charges); n != 0 {
+		t.Fatalf("Stripe has %d charges after the 503; want none", n)
+	}
+	if rs, err := a.Store.FindReservations(context.Background(), keybrake.ReservationFilter{KeyID: keyID}); err != nil || len(rs) != 0 {
+		t.Fatalf("the key has %d reservations (%v) after the 503; want none", len(rs), err)
+	}
+	if sp := MustSpend(t, a.Store, keyID); sp.Day != 0 || sp.Total != 0 {
+		t.Fatalf("the key spent %+v after the 503; want nothing", sp)
+	}
+	b.FlushAudit()
+	evs, _, err := a.Store.FindEvents(context.Background(), keybrake.EventFilter{KeyID: keyID, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denies := 0
+	for _, e := range evs {
+		if e.Decision == keybrake.DecisionDeny {
+			denies++
+		}
+	}
+	if denies != 1 || len(evs) != 1 {
+		t.Fatalf("%d events, %d deny, for the refused charge; want one deny", len(evs), denies)
+	}
+
+	if status, body := Do(t, "POST", b.URL()+"/v1/charges", "amount=5000&currency=usd&source=tok_visa", auth); status != http.StatusOK {
+		t.Fatalf("the retry once the key stopped changing: %d %s", status, body)
+	}
+	if n := len(sim.GroundTruth().Charges); n != 1 {
+		t.Fatalf("Stripe has %d charges after the retry; want 1", n)
 	}
 }
