@@ -2,16 +2,22 @@ package replicas_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/keybrake/keybrake"
+	khttp "github.com/keybrake/keybrake/http"
 	"github.com/keybrake/keybrake/internal/kbtest"
 	"github.com/keybrake/keybrake/postgres"
+	"github.com/keybrake/keybrake/twilio"
+	"github.com/keybrake/keybrake/twiliosim"
 )
 
 // keyReadCounter is a replica's PostgreSQL store that counts the key reads
@@ -189,5 +195,78 @@ func TestAttackKeyVer_StaleTwiceRefusedNothingForwarded(t *testing.T) {
 	}
 	if n := len(sim.GroundTruth().Charges); n != 1 {
 		t.Fatalf("Stripe has %d charges after the retry; want 1", n)
+	}
+}
+
+// A Twilio create is priced when parsed, so a replica decided it on its
+// cached key and left the key's version to its reservation; but a create
+// To one of the account's own numbers is made unpriced by the vendor's
+// Decide (Twilio bills it again as inbound and runs that number's webhook,
+// which may <Dial> anywhere), and an unpriced request reserves nothing:
+// nothing checked the version, and nothing read the key again. Replica B,
+// whose NOTIFY was lost, forwarded such a message for a key whose
+// allow_unpriced an operator had taken away through A, and for a key A had
+// revoked (unpriced: no cap counts it; allow_unpriced and revocation are
+// its only brakes). Before the key version check, B read the key again
+// for every create. A request the vendor makes unpriced on a cached key
+// now reads the key again, and is decided again when it moved.
+func TestAttackKeyVer_OwnNumberCreateOnStaleKey(t *testing.T) {
+	const own = "+14155550199"
+	dsn := MustDatabase(t, MustServerDSN(t))
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deaf := newDeafProxy(t, u.Host)
+	sim := MustSim(t)
+	tw := twiliosim.New(twiliosim.Options{Numbers: []string{"+14155550100", own}})
+	tws := httptest.NewServer(tw)
+	t.Cleanup(tws.Close)
+	rates, err := twilio.ParseRates(vendorRates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, _ := url.Parse(tws.URL)
+	withTwilio := func(s *Replica) {
+		s.Twilio = &khttp.TwilioConfig{Upstream: tu, AccountSid: twiliosim.DefaultAccountSid, Secret: twiliosim.DefaultAuthToken, Rates: rates}
+	}
+	a := mustReplicaWith(t, dsn, sim, withTwilio)
+	// B's clock stands still: its cached key never ages past
+	// KeyCacheMaxAge, as on a replica answering within the bound.
+	clock := kbtest.NewClock(time.Now())
+	b := mustReplicaWith(t, viaProxy(t, dsn, deaf), sim, func(s *Replica) { withTwilio(s); s.Now = clock.Now })
+
+	send := func(secret string) (int, []byte) {
+		return Do(t, "POST", b.URL()+"/twilio/2010-04-01/Accounts/"+twiliosim.DefaultAccountSid+"/Messages.json",
+			url.Values{"To": {own}, "From": {"+14155550100"}, "Body": {"forward this"}}.Encode(),
+			map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(twiliosim.DefaultAccountSid+":"+twilio.AlnumVaultKey(secret))),
+				"Content-Type": "application/x-www-form-urlencoded"})
+	}
+	for _, tc := range []struct {
+		name, change, body string
+		want               int
+	}{
+		{"UnpricedTakenAway", "PATCH /vault/keys/{id}", `{"allow_unpriced":false}`, http.StatusForbidden},
+		{"Revoked", "POST /vault/keys/{id}/revoke", "", http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keyID, secret := MustCreateKey(t, a.URL(), `{"vendor":"twilio","daily_usd_cap":"5","allow_unpriced":true}`)
+			if status, body := send(secret); status != http.StatusCreated {
+				t.Fatalf("a message to the account's own number on B before the change: %d %s", status, body)
+			}
+			sent := len(tw.GroundTruth().Messages)
+			dropped := deaf.Dropped()
+			method, path, _ := strings.Cut(tc.change, " ")
+			if status, out := Admin(t, a.URL(), method, strings.ReplaceAll(path, "{id}", keyID), tc.body); status != http.StatusOK {
+				t.Fatalf("%s on A: %d %s", tc.change, status, out)
+			}
+			kbtest.Eventually(t, "B's watcher to lose the change's NOTIFY", func() bool { return deaf.Dropped() > dropped })
+			if status, body := send(secret); status != tc.want {
+				t.Fatalf("after %s %s committed on A, B answered a message to the account's own number %d %s; want keybrake's %d", tc.change, tc.body, status, body, tc.want)
+			}
+			if n := len(tw.GroundTruth().Messages); n != sent {
+				t.Fatalf("Twilio sent %d messages after the change; want none", n-sent)
+			}
+		})
 	}
 }
