@@ -582,3 +582,107 @@ func TestAttackTwilio_ListOtherKeysMessages(t *testing.T) {
 		t.Fatalf("an unscoped key lists %d messages, %v; want all 4", len(all), err)
 	}
 }
+
+// TestAttackSent_SubresourcesAndOtherAccounts: what the red team tried
+// against the per-key ids after they landed, and held: a message's or a
+// call's sub-resources (media, feedback, recordings, notifications,
+// streams, transcriptions), A's sid under another account's path or
+// under the account's top level, doubled slashes, and a Resend email's
+// sub-paths, with any method, are refused before anything naming A's
+// objects is forwarded (keybrake parses only the paths it proxies).
+func TestAttackSent_SubresourcesAndOtherAccounts(t *testing.T) {
+	up := &upstreamLog{}
+	e := MustOpenVendors(t, logUpstream(up))
+	all := `"allowed_endpoints":["messages.create","messages.fetch","messages.update","messages.delete","calls.create","calls.fetch","calls.update"]`
+	_, a := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5",`+all+`}`)
+	_, b := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5",`+all+`}`)
+	ta := e.TwilioClient(t, a)
+	msg, err := ta.Api.CreateMessage(sms("+14155550123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, err := ta.Api.CreateCall((&api.CreateCallParams{}).SetTo("+14155550124").SetFrom("+14155550100").SetTimeLimit(60).
+		SetTwiml(`<Response><Play>https://example.com/hold.mp3</Play></Response>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid, csid := *msg.Sid, *call.Sid
+	acct := twiliosim.DefaultAccountSid
+	other := "AC" + strings.Repeat("0", 32)
+	if other == acct {
+		other = "AC" + strings.Repeat("1", 32)
+	}
+	root := "/twilio/2010-04-01/Accounts/" + acct
+	var paths []string
+	for _, sub := range []string{"Media", "Media/ME" + strings.Repeat("a", 32), "Feedback"} {
+		paths = append(paths, root+"/Messages/"+sid+"/"+sub+".json")
+	}
+	for _, sub := range []string{"Recordings", "Notifications", "Streams", "Transcriptions", "Payments", "Siprec", "Events", "UserDefinedMessages"} {
+		paths = append(paths, root+"/Calls/"+csid+"/"+sub+".json")
+	}
+	paths = append(paths,
+		"/twilio/2010-04-01/Accounts/"+other+"/Messages/"+sid+".json",
+		"/twilio/2010-04-01/Accounts/"+other+"/Calls/"+csid+".json",
+		root+"/Messages//"+sid+".json",
+		root+"//Messages/"+sid+".json",
+		"/twilio//2010-04-01/Accounts/"+acct+"/Messages/"+sid+".json",
+		root+"/Messages/"+sid+"/.json",
+		root+"/Messages/"+sid+"/../"+sid+".json",
+		root+"/Messages/./"+sid+".json",
+		root+"/SMS/Messages/"+sid+".json",
+		root+"/Recordings/"+csid+".json",
+		root+"/Notifications/"+csid+".json",
+		root+"/Messages/"+sid+";.json",
+		root+"/Messages/"+sid+".json;x",
+	)
+	for _, method := range []string{"GET", "POST", "DELETE"} {
+		for _, path := range paths {
+			body := ""
+			if method == "POST" {
+				body = "Body="
+			}
+			resp, out := e.Do(t, method, path, body, map[string]string{"Authorization": basicAuth(acct, b), "Content-Type": "application/x-www-form-urlencoded"})
+			if resp.StatusCode < 400 {
+				t.Errorf("B %s %s: %d %s", method, path, resp.StatusCode, out)
+			}
+		}
+	}
+	for _, id := range []string{sid, csid} {
+		for _, r := range up.reqs {
+			if strings.Contains(strings.ToLower(r), strings.ToLower(id)) && !strings.HasPrefix(r, "GET ") {
+				t.Fatalf("a write naming %s was forwarded: %q", id, up.reqs)
+			}
+		}
+	}
+	if n := up.naming(sid); n != 0 {
+		t.Fatalf("%d requests naming A's message were forwarded: %q", n, up.reqs)
+	}
+
+	// Resend: an email's sub-paths, for every method.
+	_, ra := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"5",`+resendAll+`}`)
+	_, rb := e.CreateKey(t, `{"vendor":"resend","daily_usd_cap":"5",`+resendAll+`}`)
+	id := resendSendAs(t, e, ra, &resendgo.SendEmailRequest{From: "login@example.com", To: []string{"alice@example.com"},
+		Subject: "Your sign-in link", Text: "https://app.example.com/login?token=secret"})
+	before := up.naming(id)
+	for _, method := range []string{"GET", "POST", "PATCH", "DELETE"} {
+		for _, path := range []string{
+			"/resend/emails/" + id + "/attachments",
+			"/resend/emails/" + id + "/attachments/" + id,
+			"/resend/emails/" + id + "/cancel/",
+			"/resend/emails/" + id + "/cancel/x",
+			"/resend/emails/./" + id,
+			"/resend/emails/x/../" + id,
+			"/resend/emails/" + id + ".json",
+			"/resend/emails/" + id + ";x",
+			"/resend/Emails/" + id,
+		} {
+			resp, out := e.Do(t, method, path, `{"scheduled_at":"in 1 hour"}`, map[string]string{"Authorization": "Bearer " + rb, "Content-Type": "application/json"})
+			if resp.StatusCode < 400 {
+				t.Errorf("B %s %s: %d %s", method, path, resp.StatusCode, out)
+			}
+		}
+	}
+	if n := up.naming(id); n != before {
+		t.Fatalf("B's paths naming A's email were forwarded: %q", up.reqs)
+	}
+}

@@ -111,3 +111,127 @@ func TestSQLiteOtherProcess(t *testing.T) {
 	os.Stdout.WriteString("narrowed\n")
 	io.Copy(io.Discard, os.Stdin)
 }
+
+// narrowInOtherProcess runs TestSQLiteOtherProcess on db (the database
+// file, however spelled) to take charges.create away from key id, and
+// returns once it has, with the file still open in it; done closes it.
+func narrowInOtherProcess(t *testing.T, db, id string) (done func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSQLiteOtherProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), otherProcessEnv+"="+db+"|"+id)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "narrowed\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("other process: %q %v %s", line, err, stderr.String())
+	}
+	return func() {
+		stdin.Close()
+		io.Copy(io.Discard, stdout)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("other process: %v %s", err, stderr.String())
+		}
+	}
+}
+
+// A second process that opened the SQLite file through another name of
+// it used another -procs sidecar: the sidecar was named after the path as
+// spelled (made absolute, symlinks kept), so a `keybrake audit` or a
+// second serve given a symlink to the file announced itself where serve
+// never looked. It took charges.create from a key, and serve, still
+// believing itself alone, forwarded a $50.00 charge on its cached key
+// (past the allowlist; the $500 cap held). The sidecar and the watchers
+// are now named after the canonical path (symlinks resolved). A symlink
+// to the directory held already (its sidecar is the same file); so does
+// a bind mount.
+func TestAttackSQLiteProcs_SymlinkAlias(t *testing.T) {
+	for _, alias := range []string{"file", "dir"} {
+		t.Run(alias, func(t *testing.T) {
+			e := MustOpen(t)
+			id, secret := e.CreateKey(t, `{"daily_usd_cap":500,"allowed_endpoints":["charges.create"]}`)
+			charge := func() int {
+				resp, _ := e.Do(t, "POST", "/stripe/v1/charges", "amount=5000&currency=usd&source=tok_visa", map[string]string{"Authorization": "Bearer " + secret})
+				return resp.StatusCode
+			}
+			if code := charge(); code != http.StatusOK {
+				t.Fatalf("charge before the change: %d", code)
+			}
+			db := filepath.Join(e.Dir, "keybrake.db")
+			other := filepath.Join(t.TempDir(), "alias.db")
+			if alias == "dir" {
+				dir := filepath.Join(t.TempDir(), "aliasdir")
+				if err := os.Symlink(e.Dir, dir); err != nil {
+					t.Fatal(err)
+				}
+				other = filepath.Join(dir, "keybrake.db")
+			} else if err := os.Symlink(db, other); err != nil {
+				t.Fatal(err)
+			}
+			done := narrowInOtherProcess(t, other, id)
+			if code := charge(); code != http.StatusForbidden {
+				t.Errorf("a charge after another process, through %s, took charges.create away: %d, want 403", other, code)
+			}
+			done()
+			if n, _ := e.SucceededCents("usd"); n != 1 {
+				t.Fatalf("%d charges, want the one made before the change", n)
+			}
+		})
+	}
+}
+
+// The -procs sidecar deleted (or replaced) while serve ran: the next
+// process to open the database created a new one and announced itself
+// there, and serve, holding the old file, tested the lock of a file no
+// one else would ever open again. The other process took charges.create
+// from a key and serve forwarded a $50.00 charge on its cached key. serve
+// now checks that the sidecar at the path is still its own (and that the
+// database file is still the one it opened, with one name), and reads
+// keys again when not.
+func TestAttackSQLiteProcs_SidecarDeleted(t *testing.T) {
+	for _, how := range []string{"deleted", "replaced"} {
+		t.Run(how, func(t *testing.T) {
+			e := MustOpen(t)
+			id, secret := e.CreateKey(t, `{"daily_usd_cap":500,"allowed_endpoints":["charges.create"]}`)
+			charge := func() int {
+				resp, _ := e.Do(t, "POST", "/stripe/v1/charges", "amount=5000&currency=usd&source=tok_visa", map[string]string{"Authorization": "Bearer " + secret})
+				return resp.StatusCode
+			}
+			if code := charge(); code != http.StatusOK {
+				t.Fatalf("charge before the change: %d", code)
+			}
+			db := filepath.Join(e.Dir, "keybrake.db")
+			if err := os.Remove(db + "-procs"); err != nil {
+				t.Fatal(err)
+			}
+			if how == "replaced" {
+				if err := os.WriteFile(db+"-procs", make([]byte, 8), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := narrowInOtherProcess(t, db, id)
+			if code := charge(); code != http.StatusForbidden {
+				t.Errorf("a charge after another process took charges.create away, the sidecar %s: %d, want 403", how, code)
+			}
+			done()
+			if code := charge(); code != http.StatusForbidden {
+				t.Errorf("a charge after the other process closed: %d, want 403", code)
+			}
+			if n, _ := e.SucceededCents("usd"); n != 1 {
+				t.Fatalf("%d charges, want the one made before the change", n)
+			}
+		})
+	}
+}

@@ -19,9 +19,12 @@ const keyCacheSize = 10_000
 // gives up, minutes later): a revoked key, or one whose allowlist or
 // allow_unpriced was narrowed, would then keep its reads, free writes and
 // unpriced writes on that replica for as long as it lived. Money-moving
-// requests never depend on the cache: a priced or unpriced request reads
-// the key again before it is decided (proxy.serve), and Reserve reads its
-// caps again under the key's lock.
+// requests never depend on the cache alone: an unpriced request, or a
+// priced one on a held object, reads the key again before it is decided;
+// a priced one's reservation checks the cached key's version under the
+// key's lock, and is decided again on a fresh read when it moved
+// (proxy.serve, admitChecked); Reserve reads the caps again under that
+// lock.
 const KeyCacheMaxAge = 5 * time.Second
 
 // keyCache keeps vault keys by secret hash so that authenticating a request

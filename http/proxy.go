@@ -177,6 +177,16 @@ func (p *proxy) admitSteps(w http.ResponseWriter, r *http.Request, c *call) bool
 		p.deny(w, r, c, err, nil)
 		return false
 	}
+	if c.keyVersion != "" && c.req.Class != ClassPriced {
+		// Decided on the cached key as a priced request, which the vendor
+		// made another class (Twilio: a create To one of the account's
+		// own numbers is unpriced): it reserves nothing, so no
+		// reservation checks the version. Read the key now, as for any
+		// unpriced request (TestAttackKeyVer_OwnNumberCreateOnStaleKey).
+		if !p.keyStill(w, r, c) {
+			return false
+		}
+	}
 	if c.idemKey == "" {
 		c.assignIdempotencyKey()
 	}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,9 @@ type procFile struct {
 	f    *os.File
 	refs int
 	seen atomic.Uint64 // the counter when this process last knew every change
+	path string        // the database file's canonical path (Store.watchPath)
+	db   os.FileInfo   // the database file when joined
+	side os.FileInfo   // the sidecar f is
 }
 
 var procs = struct {
@@ -41,30 +45,59 @@ var procs = struct {
 	byPath map[string]*procFile
 }{byPath: map[string]*procFile{}}
 
-// joinProcs registers this Store's process as one that has the file open,
-// nil when the sidecar cannot be used (then key reports are never taken
-// as synchronous).
-func (s *Store) joinProcs() *procFile {
+// joinProcs registers this Store's process as one that has the file open.
+// It returns nil, and no error, where the platform has no POSIX record
+// locks (key reports are then never taken as synchronous), and an error
+// when the sidecar cannot be used where it could: a process that opened
+// the file without announcing itself would change keys behind the back of
+// every serve that believes itself alone (TestAttackSQLiteProcs_UnjoinableSidecar).
+func (s *Store) joinProcs() (*procFile, error) {
 	path := s.watchPath()
 	procs.Lock()
 	defer procs.Unlock()
 	if p := procs.byPath[path]; p != nil {
 		p.refs++
-		return p
+		return p, nil
+	}
+	if !posixLocks {
+		return nil, nil
+	}
+	db, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("the database file: %w", err)
 	}
 	f, err := os.OpenFile(path+procsSuffix, os.O_RDWR|os.O_CREATE, fileMode)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("the %s sidecar, which tells the processes that open the file about each other: %w", procsSuffix, err)
+	}
+	side, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the %s sidecar: %w", procsSuffix, err)
 	}
 	n, err := announce(f)
 	if err != nil {
 		f.Close()
-		return nil
+		return nil, fmt.Errorf("the %s sidecar's locks: %w", procsSuffix, err)
 	}
-	p := &procFile{f: f, refs: 1}
+	p := &procFile{f: f, refs: 1, db: db, side: side, path: path}
 	p.seen.Store(n)
 	procs.byPath[path] = p
-	return p
+	return p, nil
+}
+
+// intact reports whether the database file and the sidecar at p's path are
+// still the ones p joined, and the database has one name: a sidecar
+// deleted or replaced while this process runs is one the next process
+// announces itself in without this one knowing, and a hard link to the
+// database file is another name with a sidecar of its own. Two stats.
+func (p *procFile) intact() bool {
+	db, err := os.Stat(p.path)
+	if err != nil || !os.SameFile(db, p.db) || linkCount(db) != 1 {
+		return false
+	}
+	side, err := os.Stat(p.path + procsSuffix)
+	return err == nil && os.SameFile(side, p.side)
 }
 
 // leaveProcs undoes joinProcs, once. s.procs stays set (requests still
@@ -98,10 +131,10 @@ func readCounter(f *os.File) uint64 {
 // did but has gone, the caches are emptied now (a key it changed may be
 // cached as it was) and false is returned for the request asking, whose key
 // came from a cache. It is called for every money-moving request on a
-// cached key: a lock test and an 8-byte read, no query.
+// cached key: a lock test, an 8-byte read and two stats, no query.
 func (s *Store) KeyReportsSynchronous() bool {
 	p := s.procs
-	if p == nil || s.procsLeft.Load() || othersPresent(p.f) {
+	if p == nil || s.procsLeft.Load() || othersPresent(p.f) || !p.intact() {
 		return false
 	}
 	n := readCounter(p.f)

@@ -5,6 +5,7 @@ package sqlite_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/keybrake/keybrake/sqlite"
@@ -42,5 +43,52 @@ func TestKeyReportsSynchronous_OneProcess(t *testing.T) {
 	}
 	if fi, err := os.Stat(path + "-procs"); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the -procs sidecar: %v %v, want 0600", fi, err)
+	}
+}
+
+// A hard link is another name of the database file with a -procs sidecar
+// of its own: a process that opened the file by it announced itself where
+// the others never looked. A store whose file has more than one name, or
+// whose sidecar is no longer the file it locked, is never alone.
+func TestAttackSQLiteProcs_HardLink(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keybrake.db")
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.KeyReportsSynchronous() {
+		t.Fatal("a store alone on its file: not synchronous")
+	}
+	if err := os.Link(path, path+".2"); err != nil {
+		t.Fatal(err)
+	}
+	if s.KeyReportsSynchronous() {
+		t.Fatal("the database file has a second name (a hard link): still synchronous")
+	}
+	if err := os.Remove(path + ".2"); err != nil {
+		t.Fatal(err)
+	}
+	if !s.KeyReportsSynchronous() {
+		t.Fatal("the hard link removed again: not synchronous")
+	}
+}
+
+// A process that could not open or lock the -procs sidecar (a directory,
+// a file it may not write, a file system without POSIX locks) opened the
+// database anyway and changed keys without announcing itself, behind the
+// back of a serve that believed itself alone. Opening now fails.
+func TestAttackSQLiteProcs_UnjoinableSidecar(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keybrake.db")
+	if err := os.Mkdir(path+"-procs", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(path)
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a database whose -procs sidecar cannot be used")
+	}
+	if !strings.Contains(err.Error(), "-procs") {
+		t.Fatalf("error %q does not name the sidecar", err)
 	}
 }

@@ -43,3 +43,15 @@ func othersPresent(f *os.File) bool {
 	}
 	return lk.Type != syscall.F_UNLCK
 }
+
+// posixLocks: this platform has POSIX record locks, so every process that
+// opens a database file must announce itself in its sidecar.
+const posixLocks = true
+
+// linkCount is how many names the file of fi has.
+func linkCount(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 0
+}

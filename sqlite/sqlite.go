@@ -55,7 +55,8 @@ type Store struct {
 	guardGuess  sync.Map     // key ID -> guards text read by its last reservation; only a hint (guard_plan.go)
 	nextPrune   atomic.Int64 // Unix second of the next guard counter prune
 
-	path string // the database file, naming the watchers of its keys
+	path  string // the database file as the caller named it
+	canon string // path made absolute, symlinks resolved: names the watchers of its keys and its -procs
 
 	batch *batcher // group commit of Reserve and Settle
 
@@ -109,7 +110,14 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	if err := secureFiles(path); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	s := &Store{Now: time.Now, path: path}
+	s := &Store{Now: time.Now, path: path, canon: canonicalPath(path)}
+	// Announced before anything is written, migrations included (some
+	// rewrite keys): a serve already running on the file reads keys again
+	// from the moment this process may change one.
+	var err error
+	if s.procs, err = s.joinProcs(); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 
 	// The writer never checkpoints: the checkpointer does, on a connection
 	// of its own (checkpoint.go), so no commit waits for one. When the writer
@@ -119,8 +127,8 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	// each write's savepoint in a group commit (batch.go) only ever rolls
 	// that write back within the transaction, so writing it to a temp file
 	// buys nothing durable.
-	var err error
 	if s.writer, err = openDB(path, storePragmas("wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit), "cache_size(-32000)", "temp_store(MEMORY)"), true); err != nil {
+		s.leaveProcs()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s.writer.SetMaxOpenConns(1)
@@ -129,16 +137,19 @@ func open(path string, migrations fs.FS) (*Store, error) {
 	s.writer.SetConnMaxIdleTime(0)
 	if err := s.setup(context.Background()); err != nil {
 		s.writer.Close()
+		s.leaveProcs()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	if err := s.migrate(context.Background(), migrations); err != nil {
 		s.writer.Close()
+		s.leaveProcs()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
 
 	// Opened after the migrations, so the file is already in WAL mode.
 	if s.reader, err = openDB(path, storePragmas("query_only(1)"), false); err != nil {
 		s.writer.Close()
+		s.leaveProcs()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s.reader.SetMaxOpenConns(8)
@@ -149,7 +160,6 @@ func open(path string, migrations fs.FS) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s.batch = newBatcher(s)
-	s.procs = s.joinProcs()
 	if s.checkpoints, err = startCheckpointer(path, storePragmas("wal_autocheckpoint(0)"), s.checkpointOnWriter); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

@@ -51,9 +51,29 @@ func (s *Store) notifyKey(id string) {
 	}
 }
 
+// watchPath names the database file for this process's watchers and its
+// -procs sidecar: the canonical path, so that two spellings of one file
+// (./keybrake.db and its absolute path, a symlink to it or to its
+// directory) are one file for both.
 func (s *Store) watchPath() string {
-	if abs, err := filepath.Abs(s.path); err == nil {
-		return abs
+	if s.canon != "" {
+		return s.canon
 	}
-	return s.path
+	return canonicalPath(s.path)
+}
+
+// canonicalPath is path made absolute with every symlink resolved, or as
+// much of that as can be done. Without it, a process that opened the file
+// through a symlink used another -procs sidecar than one that opened it by
+// its real path, and neither knew the other had the file open
+// (TestAttackSQLiteProcs_SymlinkAlias).
+func canonicalPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
 }
