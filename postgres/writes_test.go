@@ -59,8 +59,8 @@ func TestChargeWrites(t *testing.T) {
 	}{{"HotKey", 1}, {"Keys1000", 1000}} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := measureCharges(t, server, tc.keys, n)
-			t.Logf("%s, %d charges: WAL %.0f B/charge (%.0f B of it full-page images), by table %s; reservations: %.2f heap tuples/charge (%d inserts, %d updates, %d HOT; heap records %s), %.2f index entries/charge %s; B-tree entries into all indexes %.2f/charge; server CPU %s",
-				tc.name, n, w.walBytes, w.fpiBytes, w.byTable, w.heapTuples, w.ins, w.upd, w.hot, w.heap, w.indexEntries, w.perIndex, w.allBtree, w.cpu)
+			t.Logf("%s, %d charges: WAL %.0f B/charge (%.0f B of it full-page images), by table %s; reservations: %.2f heap tuples/charge (%d inserts, %d updates, %d HOT; heap records %s), %.2f index entries/charge %s, WAL bytes by record %s; B-tree entries into all indexes %.2f/charge; server CPU %s",
+				tc.name, n, w.walBytes, w.fpiBytes, w.byTable, w.heapTuples, w.ins, w.upd, w.hot, w.heap, w.indexEntries, w.perIndex, w.resBytes, w.allBtree, w.cpu)
 			if w.haveWalinspect && w.indexEntries > maxIndexEntries {
 				t.Errorf("a charge writes %.2f entries into reservations' indexes, want at most %d: %s", w.indexEntries, maxIndexEntries, w.perIndex)
 			}
@@ -78,6 +78,7 @@ type chargeWrites struct {
 	perIndex           string  // entries per charge, by index
 	heap               string  // reservations' heap records per charge, by type
 	byTable            string  // WAL bytes per charge, by table
+	resBytes           string  // reservations' WAL bytes per charge, by relation kind and record
 	cpu                string
 }
 
@@ -194,7 +195,7 @@ func measureCharges(t *testing.T, server string, keys, n int) chargeWrites {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perIndex, heap, bytes := map[string]int64{}, map[string]int64{}, map[string]int64{}
+	perIndex, heap, bytes, resBytes := map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]int64{}
 	var all int64
 	for rows.Next() {
 		var rm, rt, rel, table string
@@ -222,6 +223,11 @@ func measureCharges(t *testing.T, server string, keys, n int) chargeWrites {
 		case rm == "Heap" && rel == "reservations":
 			heap[rt] += c
 		}
+		kind := "heap"
+		if rel != "reservations" {
+			kind = "index"
+		}
+		resBytes[kind+" "+rm+"/"+rt] += b
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -233,6 +239,7 @@ func measureCharges(t *testing.T, server string, keys, n int) chargeWrites {
 	w.perIndex = perCharge(perIndex, n)
 	w.heap = perCharge(heap, n)
 	w.byTable = perCharge(bytes, n)
+	w.resBytes = perCharge(resBytes, n)
 	if err := conn.QueryRow(ctx, `SELECT coalesce(sum(fpi_size), 0)::float8 / $3 FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn)`, lsn0, lsn1, n).Scan(&w.fpiBytes); err != nil {
 		t.Fatal(err)
 	}
