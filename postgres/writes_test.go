@@ -182,7 +182,11 @@ func measureCharges(t *testing.T, server string, keys, n int) chargeWrites {
 	// written into each of its indexes (an insert or a split that carries
 	// the new entry), and bytes by table.
 	rows, err := conn.Query(ctx, `WITH rec AS (
-			SELECT resource_manager AS rm, record_type AS rt, record_length AS len,
+			-- A split of a leaf (level 0) carries the entry being inserted;
+			-- a split of an upper page carries none.
+			SELECT resource_manager AS rm,
+			       CASE WHEN record_type LIKE 'SPLIT_%' AND description !~ '^level:? 0,' THEN 'SPLIT_UPPER' ELSE record_type END AS rt,
+			       record_length AS len,
 			       substring(block_ref FROM 'rel \d+/\d+/(\d+)')::oid AS node
 			FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn))
 		SELECT rec.rm, rec.rt, coalesce(c.relname, ''),
