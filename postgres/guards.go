@@ -66,7 +66,7 @@ func (s *Store) CountRefusal(ctx context.Context, args keybrake.RefusalArgs) (bo
 			var n int
 			since := now.Add(-keybrake.Window(b.RepeatWindowSeconds))
 			if err := tx.QueryRow(ctx, `SELECT
-				(SELECT count(*) FROM reservations WHERE key_id = $1 AND created_at > $3 AND fingerprint = $2) +
+				(SELECT count(*) FROM reservations WHERE key_id = $1 AND repeat_rule AND created_at > $3 AND fingerprint = $2) +
 				(SELECT count(*) FROM guard_refusals WHERE key_id = $1 AND at > $3 AND fingerprint = $2)`,
 				args.KeyID, args.Fingerprint, since).Scan(&n); err != nil {
 				return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/storetest"
 )
 
@@ -70,4 +71,41 @@ func TestAttackLife_LegacyVelocityAliases(t *testing.T) {
 	conn.Close(ctx)
 
 	storetest.CheckVelocityAliases(t, MustOpen(t, dsn), "key_legacy")
+}
+
+// 0036_repeat_fingerprints sets repeat_rule on the reservations a key with
+// the repeat rule already has, so that they keep counting.
+func TestMigrate_RepeatFingerprints(t *testing.T) {
+	ctx := context.Background()
+	dsn := MustDatabase(t, MustServerDSN(t))
+	s := MustOpen(t, dsn)
+	repeat := &keybrake.Guards{Breaker: &keybrake.Breaker{RepeatBody: 3, RepeatWindowSeconds: 60}}
+	storetest.MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, repeat)
+	for _, idem := range []string{"a1", "a2"} {
+		if res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: storetest.NewCharge("key_a", idem, "cus_1", storetest.USD(1)), Now: storetest.T0}); err != nil || res.Guard != nil {
+			t.Fatalf("Reserve %s: %+v, %v", idem, res, err)
+		}
+	}
+	s.Close()
+
+	// Put the rows back as they were before 0036.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE reservations SET repeat_rule = false`,
+		`DELETE FROM schema_migrations WHERE name LIKE '%0036_repeat_fingerprints.sql'`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close(ctx)
+
+	s2 := MustOpen(t, dsn)
+	res, err := s2.Reserve(ctx, keybrake.ReserveArgs{Reservation: storetest.NewCharge("key_a", "a3", "cus_1", storetest.USD(1)), Now: storetest.T0})
+	if err != nil || res.Guard == nil || res.Guard.Rule != keybrake.BreakerRepeat {
+		t.Fatalf("third repeat after 0036: %+v, %v", res, err)
+	}
 }

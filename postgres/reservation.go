@@ -266,9 +266,14 @@ func (s *Store) FindReservations(ctx context.Context, f keybrake.ReservationFilt
 	if f.Operation != "" {
 		args = append(args, f.Operation)
 		where = append(where, fmt.Sprintf("operation = $%d", len(args)))
+		if strings.HasPrefix(f.Operation, "twilio.") {
+			// Implied by the term above; it matches the partial index
+			// reservations_open_operation (0037), Twilio's alone.
+			where = append(where, "operation LIKE 'twilio.%'")
+		}
 	}
 	if f.Open {
-		where = append(where, "state IN ('reserved', 'uncertain')") // reservations_open_operation
+		where = append(where, "state IN ('reserved', 'uncertain')") // reservations_open, reservations_open_operation
 	}
 	q := `SELECT ` + reservationColumns + ` FROM reservations`
 	if len(where) > 0 {

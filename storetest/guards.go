@@ -292,6 +292,22 @@ func testGuards(t *testing.T, open opener) {
 		if res := reserveGuarded(t, s, NewCharge("key_b", "p2", "cus_1", USD(1)), pruneAt); res.Guard != nil {
 			t.Fatalf("a pruned reservation still counted: %+v", res.Guard)
 		}
+
+		// Made while the rule was removed, and settled: counted once the
+		// rule is set again, with those made under it before.
+		MustCreateGuardedKey(t, s, "key_c", keybrake.Caps{}, repeat)
+		reserveGuarded(t, s, NewCharge("key_c", "c1", "cus_1", USD(1)), T0)
+		if _, err := s.UpdateKey(ctx, "key_c", keybrake.KeyUpdate{Guards: &keybrake.Guards{}}, T0); err != nil {
+			t.Fatal(err)
+		}
+		off := reserveGuarded(t, s, NewCharge("key_c", "c2", "cus_1", USD(1)), T0).Reservation
+		MustSettle(t, s, keybrake.SettleArgs{ID: off.ID, State: keybrake.StateSettled, SettledMicros: USD(1), Now: T0})
+		if _, err := s.UpdateKey(ctx, "key_c", keybrake.KeyUpdate{Guards: repeat}, T0); err != nil {
+			t.Fatal(err)
+		}
+		if res := reserveGuarded(t, s, NewCharge("key_c", "c3", "cus_1", USD(1)), T0.Add(time.Second)); res.Guard == nil || res.Guard.Rule != keybrake.BreakerRepeat {
+			t.Fatalf("third repeat, one made while the rule was removed: %+v", res.Guard)
+		}
 	})
 
 	t.Run("BreakerRepeat", func(t *testing.T) {

@@ -1,0 +1,131 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/keybrake/keybrake/storetest"
+)
+
+// TestQueryPlans pins which index each read of reservations goes through
+// (one of those named, where the planner may take either),
+// so that dropping or narrowing an index (0036, 0037: what a charge writes)
+// never leaves a read scanning the table. The statements are those of the
+// store and of its SQL functions, with their parameters as the generic plan
+// sees them ($n); enable_seqscan = off makes the planner take an index
+// whenever one can serve, as it does on a large table, so a Seq Scan here
+// means no index can.
+func TestQueryPlans(t *testing.T) {
+	ctx := context.Background()
+	dsn := MustDatabase(t, MustServerDSN(t))
+	s := MustOpen(t, dsn)
+	for k := range 200 {
+		storetest.MustCreateKey(t, s, storetest.NewKey(fmt.Sprintf("key_%d", k)))
+	}
+	s.Close()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// 50,000 reservations over 200 keys, mostly settled Stripe charges, a
+	// tenth Twilio sends, a few open, held, released, guarded or counted:
+	// the statistics of a store that has run a while.
+	for _, q := range []string{`INSERT INTO reservations (id, key_id, idempotency_key, fingerprint, operation,
+			amount, currency, micros, settled_micros, state, day, month,
+			req_method, req_path, req_body, req_stripe_account, req_stripe_version,
+			object_id, upstream_status, attempts, lease_owner, lease_until, created_at, updated_at,
+			customer, dup_key, count_kind, count, repeat_rule)
+		SELECT 'rsv_' || i, 'key_' || (i % 200), 'idem_' || i, md5(i::text),
+			CASE WHEN i % 10 = 0 THEN 'twilio.messages.create' ELSE 'charges.create' END,
+			100, 'usd', 1000000, 1000000, st, '2026-11-29', '2026-11',
+			'POST', '/v1/charges', ''::bytea, '', '',
+			CASE WHEN i % 10 = 0 THEN 'SM' || i WHEN st = 'settled' THEN 'ch_' || i ELSE '' END, 200, 0, '', NULL,
+			'2026-11-29'::timestamptz + i * interval '1 second', '2026-11-29'::timestamptz + i * interval '1 second',
+			'', CASE WHEN i % 20 = 0 THEN 'dup' || i ELSE '' END, CASE WHEN i % 50 = 0 THEN 'sms' ELSE '' END, 1, i % 200 < 10
+		FROM generate_series(1, 50000) i,
+		LATERAL (SELECT CASE i % 100 WHEN 0 THEN 'reserved' WHEN 1 THEN 'uncertain' WHEN 2 THEN 'held' WHEN 3 THEN 'released' ELSE 'settled' END AS st) x`,
+		`ANALYZE reservations`,
+		`SET enable_seqscan = off`, `SET plan_cache_mode = force_generic_plan`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, index, q string
+	}{
+		{"ByID", "reservations_pkey", `SELECT * FROM reservations WHERE id = $1::text`},
+		{"Replay", "reservations_key_id_idempotency_key_key",
+			`SELECT id FROM reservations WHERE key_id = $1::text AND idempotency_key = $2::text`},
+		// FindReservations{KeyID}: a key's rows, sorted (no (key_id, seq) since 0037).
+		{"KeyReservations", "reservations_", `SELECT * FROM reservations WHERE key_id = $1::text ORDER BY seq`},
+		{"KeyReservationsByTime", "reservations_key_time",
+			`SELECT * FROM reservations WHERE key_id = $1::text AND created_at >= $2::timestamptz AND created_at < $3::timestamptz ORDER BY seq`},
+		{"TwilioObject", "reservations_object",
+			`SELECT * FROM reservations WHERE object_id <> '' AND operation LIKE 'twilio.%' AND object_id = $1::text ORDER BY seq LIMIT 1`},
+		{"TwilioIdenticalSends", "reservations_open_operation",
+			`SELECT * FROM reservations WHERE created_at >= $1::timestamptz AND created_at < $2::timestamptz AND operation = $3::text
+			 AND operation LIKE 'twilio.%' AND state IN ('reserved', 'uncertain') ORDER BY seq`},
+		{"OpenOfAnOperation", "reservations_open",
+			`SELECT * FROM reservations WHERE operation = $1::text AND state IN ('reserved', 'uncertain') ORDER BY seq`},
+		{"LeaseUncertain", "reservations_open",
+			`SELECT id FROM reservations WHERE (state = 'uncertain' OR (state = 'reserved' AND created_at < $1::timestamptz))
+			 AND (lease_until IS NULL OR lease_until <= $2::timestamptz) ORDER BY seq LIMIT 10 FOR UPDATE SKIP LOCKED`},
+		{"LeaseHeld", "reservations_held_due|reservations_held",
+			`SELECT id FROM reservations WHERE state = 'held' AND operation = ANY($1::text[]) AND (lease_until IS NULL OR lease_until <= $2::timestamptz)
+			 ORDER BY lease_until NULLS FIRST, seq LIMIT 10 FOR UPDATE SKIP LOCKED`},
+		{"Held", "reservations_held", `SELECT COALESCE(SUM(micros), 0) FROM reservations WHERE key_id = $1::text AND state = 'held'`},
+		// keybrake_guard_check's repeat rule and CountRefusal's.
+		{"RepeatRule", "reservations_fingerprint",
+			`SELECT 1 FROM reservations r WHERE r.key_id = $1::text AND r.repeat_rule AND r.fingerprint = $2::text AND r.created_at > $3::timestamptz LIMIT 3`},
+		{"Duplicate", "reservations_dup",
+			`SELECT r.id FROM reservations r WHERE r.key_id = $1::text AND r.dup_key = $2::text AND r.dup_key <> '' AND r.state <> 'released'
+			 AND r.created_at > $3::timestamptz ORDER BY r.created_at DESC LIMIT 1`},
+		{"CountsDay", "reservations_counted|reservations_key_time",
+			`SELECT SUM(count) FROM reservations WHERE key_id = $1::text AND count_kind = $2::text AND day = $3::text AND state <> 'released'`},
+		{"CountsMonth", "reservations_counted_month|reservations_counted",
+			`SELECT count_kind, SUM(count) FROM reservations WHERE key_id = $1::text AND count_kind <> '' AND month = $2::text AND state <> 'released' GROUP BY count_kind`},
+		{"SpendByHourOfKey", "reservations_key_time",
+			`SELECT count(*) FROM reservations WHERE key_id = $1::text AND created_at >= $2::timestamptz AND created_at < $3::timestamptz`},
+		{"Prune", "reservations_final",
+			`SELECT r.id FROM reservations r WHERE r.state IN ('settled', 'released') AND r.updated_at < $1::timestamptz AND r.created_at < $1::timestamptz LIMIT 100`},
+		{"Escrow", "reservations_escrow|reservations_held_due",
+			`SELECT id FROM reservations WHERE operation = 'keybrake.escrow' AND state = 'held' AND object_id = $1::text`},
+		// delegate.go: an ended escrow's child has no open reservation.
+		{"ChildOpen", "reservations_",
+			`SELECT 1 FROM reservations l WHERE l.key_id = $1::text AND l.state IN ('reserved', 'uncertain', 'held')`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := conn.Exec(ctx, "PREPARE q_"+tc.name+" AS "+tc.q); err != nil {
+				t.Fatalf("PREPARE: %v", err)
+			}
+			params := []string{}
+			for i := 1; strings.Contains(tc.q, fmt.Sprintf("$%d", i)); i++ {
+				params = append(params, "NULL")
+			}
+			exec := "EXPLAIN EXECUTE q_" + tc.name
+			if len(params) > 0 {
+				exec += "(" + strings.Join(params, ", ") + ")"
+			}
+			rows, err := conn.Query(ctx, exec)
+			if err != nil {
+				t.Fatalf("EXPLAIN: %v", err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := strings.Join(lines, "\n")
+			found := false
+			for _, ix := range strings.Split(tc.index, "|") {
+				found = found || strings.Contains(plan, " "+ix)
+			}
+			if strings.Contains(plan, "Seq Scan on reservations") || !found {
+				t.Errorf("plan of %s does not read %s:\n%s", tc.name, tc.index, plan)
+			}
+		})
+	}
+}
