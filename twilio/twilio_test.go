@@ -125,6 +125,17 @@ func TestSegments(t *testing.T) {
 		{"SurrogateNotSplit", strings.Repeat("ж", 66) + "😀" + strings.Repeat("ж", 66), twilio.UCS2, 3},
 		{"OneEmojiMakesAllUCS", strings.Repeat("a", 70) + "😀", twilio.UCS2, 2},
 		{"SmartQuoteIsUCS", "it’s", twilio.UCS2, 1},
+		// Twilio never cuts a grapheme cluster across parts (its segment
+		// calculator keeps each whole).
+		{"ZWJSequenceNotSplit", strings.Repeat("ж", 60) + "👨\u200d👩\u200d👧\u200d👦" + strings.Repeat("ж", 60), twilio.UCS2, 3},
+		{"FlagNotSplit", strings.Repeat("ж", 65) + "🇫🇷" + strings.Repeat("ж", 65), twilio.UCS2, 3},
+		{"CombiningMarkNotSplit", strings.Repeat("ж", 66) + "e\u0301" + strings.Repeat("ж", 66), twilio.UCS2, 3},
+		{"SkinToneNotSplit", strings.Repeat("ж", 66) + "👍🏽" + strings.Repeat("ж", 64), twilio.UCS2, 3},
+		{"ViramaJoinsConsonant", strings.Repeat("ж", 65) + "क्ष" + strings.Repeat("ж", 65), twilio.UCS2, 3},
+		{"HangulJamoNotSplit", strings.Repeat("ж", 66) + "\u1100\u1161\u11a8" + strings.Repeat("ж", 65), twilio.UCS2, 3},
+		{"ClusterLongerThanPart", "a" + strings.Repeat("\u0301", 99) + "ж", twilio.UCS2, 3},
+		{"ZalgoOnePerPart", strings.Repeat("a"+strings.Repeat("\u0301", 33), 47), twilio.UCS2, 47},
+		{"CRLFStaysGSM", strings.Repeat("a\r\n", 53), twilio.GSM7, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

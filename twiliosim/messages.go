@@ -175,12 +175,19 @@ const converterLink = "https://m.twil.io/Ab3dE9xZ"
 // instead (the body, then a line with a link for each medium).
 func (s *Server) messageCost(op twilio.Operation, f url.Values) (twilio.Cost, error) {
 	cost, err := (&twilio.Pricer{Rates: s.opts.Rates}).Price(op, form(f))
-	if err != nil || !cost.MMS {
+	if err != nil {
+		return cost, err
+	}
+	if !cost.MMS {
+		// Billed by Twilio's own count of segments, not keybrake's.
+		sms, err := s.opts.Rates.Rate(cost.Country, "sms")
+		cost.Encoding, cost.Segments = segments(f.Get("Body"))
+		cost.Micros = sms * keybrake.Micros(cost.Segments)
 		return cost, err
 	}
 	if s.noMMS(f.Get("To")) {
 		sms, err := s.opts.Rates.Rate(cost.Country, "sms")
-		cost.Encoding, cost.Segments = twilio.Segments(f.Get("Body") + strings.Repeat("\n"+converterLink, len(f["MediaUrl"])))
+		cost.Encoding, cost.Segments = segments(f.Get("Body") + strings.Repeat("\n"+converterLink, len(f["MediaUrl"])))
 		cost.Micros = sms * keybrake.Micros(cost.Segments)
 		return cost, err
 	}

@@ -1,0 +1,47 @@
+package http_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twilio/twilio-go/client"
+	api "github.com/twilio/twilio-go/rest/api/v2010"
+
+	"github.com/keybrake/keybrake/twilio"
+	"github.com/keybrake/keybrake/twiliosim"
+)
+
+// TestAttackTwilio_GraphemeClusterSegments: Twilio splits a UCS-2 body
+// into parts of 67 code units only between grapheme clusters (its own
+// segment calculator never cuts one), so a letter carrying 33 combining
+// marks (34 units) fills a part alone. keybrake packed code units and
+// counted 24 segments ($0.48) for 47 such letters, which Twilio sends as
+// 47 segments ($0.94): a $0.50 cap let $0.94 through in one message.
+func TestAttackTwilio_GraphemeClusterSegments(t *testing.T) {
+	// Twilio bills what the operator's rates say: the gap is the count.
+	rates, err := twilio.ParseRates("US sms=0.0200 mms=0.0400 voice=0.1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustOpenVendorsSim(t, twiliosim.Options{Rates: rates})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"0.50"}`)
+	zalgo := strings.Repeat("a"+strings.Repeat("\u0301", 33), 47) // 1,598 characters
+	msg := (&api.CreateMessageParams{}).SetTo("+14155550123").SetFrom("+14155550100").SetBody(zalgo)
+	_, err = e.TwilioClient(t, secret).Api.CreateMessage(msg)
+	var te *client.TwilioRestError
+	if err != nil && !(errors.As(err, &te) && te.Status == 429) {
+		t.Fatalf("send: %v", err)
+	}
+	e.Clock.Advance(10 * time.Second)
+	if b := e.Twilio.Billed(); b.Micros+b.Pending > 500_000 {
+		t.Fatalf("Twilio billed $%s for %d messages (%d segments) past a $0.50 cap", b.Micros+b.Pending, b.Messages, b.Segments)
+	}
+	// What fits still goes: a short body of such letters.
+	short := (&api.CreateMessageParams{}).SetTo("+14155550123").SetFrom("+14155550100").
+		SetBody(strings.Repeat("a"+strings.Repeat("\u0301", 33), 3))
+	if _, err := e.TwilioClient(t, secret).Api.CreateMessage(short); err != nil {
+		t.Fatalf("3 segments under a $0.50 cap: %v", err)
+	}
+}
