@@ -9,6 +9,8 @@ import (
 	"github.com/twilio/twilio-go/client"
 	api "github.com/twilio/twilio-go/rest/api/v2010"
 
+	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/internal/simfault"
 	"github.com/keybrake/keybrake/twilio"
 	"github.com/keybrake/keybrake/twiliosim"
 )
@@ -43,5 +45,41 @@ func TestAttackTwilio_GraphemeClusterSegments(t *testing.T) {
 		SetBody(strings.Repeat("a"+strings.Repeat("\u0301", 33), 3))
 	if _, err := e.TwilioClient(t, secret).Api.CreateMessage(short); err != nil {
 		t.Fatalf("3 segments under a $0.50 cap: %v", err)
+	}
+}
+
+// TestAttackResend_ReplayPastIdempotencyWindow: the resolver replays a
+// send whose answer was lost with its Idempotency-Key, which Resend
+// remembers for 24 hours. While replays were answered 429 (Resend's rate
+// limit, shared by every vault key, answers before its idempotency layer)
+// the send stayed uncertain; the first replay that got through a day later
+// was a new send: two emails went out and one was counted. Past the window
+// it is no longer replayed, and stays counted.
+func TestAttackResend_ReplayPastIdempotencyWindow(t *testing.T) {
+	e := MustOpenVendors(t)
+	id, secret := e.CreateKey(t, `{"vendor":"resend","daily_email_cap":5,"daily_usd_cap":1}`)
+	if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailAfter, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := e.Do(t, "POST", "/resend/emails", `{"from":"billing@example.com","to":"a@example.com","subject":"s","text":"t"}`,
+		map[string]string{"Authorization": "Bearer " + secret, "Content-Type": "application/json"})
+	if resp.StatusCode < 500 {
+		t.Fatalf("send: %d %s, want the lost answer's 5xx", resp.StatusCode, body)
+	}
+	for range 25 {
+		if _, err := e.Resend.AddFault(simfault.Fault{Method: "POST", Path: "/emails", Mode: simfault.FailBefore, Status: 429, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+		e.Clock.Advance(time.Hour)
+		e.resolvePass(t)
+	}
+	e.Clock.Advance(time.Hour)
+	e.resolvePass(t)
+	got := e.reservations(t, id)
+	if n := e.Resend.Billed().Emails; n != 1 {
+		t.Fatalf("resendsim sent %d emails for one send counted once (reservations %v)", n, got)
+	}
+	if got[keybrake.StateSettled] != 1 {
+		t.Fatalf("reservations %v, want the send settled, counted", got)
 	}
 }

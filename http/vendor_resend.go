@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/keybrake/keybrake"
 	"github.com/keybrake/keybrake/resend"
@@ -32,7 +33,10 @@ type ResendConfig struct {
 }
 
 // resendVendor is Resend's email API behind /resend/… (docs/vendors.md).
-type resendVendor struct{ cfg ResendConfig }
+type resendVendor struct {
+	cfg ResendConfig
+	now func() time.Time // the server's clock, for the age of a replayed send; nil: never too old
+}
 
 // resendRequest is a parsed Resend request.
 type resendRequest struct {
@@ -239,7 +243,16 @@ func (v *resendVendor) Settle(req *VendorRequest, body []byte) VendorOutcome {
 // Resolve replays a send whose answer was lost with the same
 // Idempotency-Key and body: Resend answers with the first response and
 // sends nothing again.
+//
+// Past Resend's idempotency window (less an hour, for clocks) a replay is
+// a new send: Resend has forgotten the key and would send the emails
+// again, uncounted, if the first send went out. Such a send is not
+// replayed; it stays counted, settled at the reserved amount.
 func (v *resendVendor) Resolve(ctx context.Context, rsv *keybrake.Reservation, rt http.RoundTripper) (VendorOutcome, error) {
+	if v.now != nil && v.now().Sub(rsv.CreatedAt) > resend.IdempotencyWindow-time.Hour {
+		return VendorOutcome{Final: true, State: keybrake.StateSettled, AtReserved: true,
+			Reason: "settled at the reserved amount unreplayed: Resend forgets an Idempotency-Key after 24 hours, and a replay now could send the emails again"}, nil
+	}
 	u := *v.cfg.Upstream
 	u.Path = strings.TrimSuffix(u.Path, "/") + strings.TrimPrefix(rsv.Request.Path, "/resend")
 	r, err := http.NewRequestWithContext(ctx, rsv.Request.Method, u.String(), strings.NewReader(rsv.Request.Body))

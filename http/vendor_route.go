@@ -34,7 +34,7 @@ func (s *Server) openVendors() {
 		s.vendors[keybrake.VendorTwilio] = &vendorRoute{tv, s.Twilio.Upstream}
 	}
 	if s.Resend != nil {
-		s.vendors[keybrake.VendorResend] = &vendorRoute{&resendVendor{cfg: *s.Resend}, s.Resend.Upstream}
+		s.vendors[keybrake.VendorResend] = &vendorRoute{&resendVendor{cfg: *s.Resend, now: s.Now}, s.Resend.Upstream}
 	}
 }
 
