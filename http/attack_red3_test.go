@@ -83,3 +83,34 @@ func TestAttackResend_ReplayPastIdempotencyWindow(t *testing.T) {
 		t.Fatalf("reservations %v, want the send settled, counted", got)
 	}
 }
+
+// TestAttackTwilio_SmartEncodingLengthens: Twilio's Smart Encoding
+// replaces a tab with seven spaces (… with three full stops, ½ with 1/2)
+// before it encodes the body. keybrake counted the body as sent: 200 tabs
+// are 200 UCS-2 units, 3 segments ($0.06 under a $0.10 cap), which Twilio
+// sent as 1,400 GSM-7 septets, 10 segments ($0.20).
+func TestAttackTwilio_SmartEncodingLengthens(t *testing.T) {
+	rates, err := twilio.ParseRates("US sms=0.0200 mms=0.0400 voice=0.1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustOpenVendorsSim(t, twiliosim.Options{Rates: rates})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"0.10"}`)
+	msg := (&api.CreateMessageParams{}).SetTo("+14155550123").SetFrom("+14155550100").
+		SetBody(strings.Repeat("\t", 200)).SetSmartEncoded(true)
+	_, err = e.TwilioClient(t, secret).Api.CreateMessage(msg)
+	var te *client.TwilioRestError
+	if err != nil && !(errors.As(err, &te) && te.Status == 429) {
+		t.Fatalf("send: %v", err)
+	}
+	e.Clock.Advance(10 * time.Second)
+	if b := e.Twilio.Billed(); b.Micros+b.Pending > 100_000 {
+		t.Fatalf("Twilio billed $%s for %d messages (%d segments) past a $0.10 cap", b.Micros+b.Pending, b.Messages, b.Segments)
+	}
+	// What fits still goes: 20 tabs, 140 septets, one segment.
+	short := (&api.CreateMessageParams{}).SetTo("+14155550123").SetFrom("+14155550100").
+		SetBody(strings.Repeat("\t", 20)).SetSmartEncoded(true)
+	if _, err := e.TwilioClient(t, secret).Api.CreateMessage(short); err != nil {
+		t.Fatalf("one segment under a $0.10 cap: %v", err)
+	}
+}

@@ -48,9 +48,24 @@ var gsmWidth = func() map[rune]int {
 // so it never counts fewer parts; a cluster longer than a part is counted
 // as the parts it fills on its own. An empty body is one segment.
 //
-// Twilio's optional Smart Encoding can turn some UCS-2 bodies into GSM-7
-// ones, so Segments never counts fewer segments than Twilio bills.
+// Twilio's Smart Encoding (SmartEncoded=true, or a Messaging Service's
+// setting, which keybrake cannot read) replaces some characters before
+// the body is encoded: it can make a UCS-2 body GSM-7, but a replacement
+// can also be longer than the character it replaces (a tab becomes seven
+// spaces), so Segments returns the larger of the counts with and without
+// it (see smartEncoded).
 func Segments(body string) (encoding string, segments int) {
+	encoding, segments = count(body)
+	if s, ok := smartEncoded(body); ok {
+		if e, n := count(s); n > segments {
+			return e, n
+		}
+	}
+	return encoding, segments
+}
+
+// count counts the segments of body as sent, without Smart Encoding.
+func count(body string) (encoding string, segments int) {
 	widths := make([]int, 0, len(body))
 	encoding = GSM7
 	for _, r := range body {

@@ -136,6 +136,10 @@ func TestSegments(t *testing.T) {
 		{"ClusterLongerThanPart", "a" + strings.Repeat("\u0301", 99) + "ж", twilio.UCS2, 3},
 		{"ZalgoOnePerPart", strings.Repeat("a"+strings.Repeat("\u0301", 33), 47), twilio.UCS2, 47},
 		{"CRLFStaysGSM", strings.Repeat("a\r\n", 53), twilio.GSM7, 1},
+		// Smart Encoding may lengthen a body; the larger count is kept.
+		{"SmartTabsLengthen", strings.Repeat("\t", 200), twilio.GSM7, 10},
+		{"SmartEllipsisStaysUCS", "ж" + strings.Repeat("…", 100), twilio.UCS2, 5},
+		{"SmartShortensNotCounted", strings.Repeat("［", 80), twilio.UCS2, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -181,13 +181,13 @@ func (s *Server) messageCost(op twilio.Operation, f url.Values) (twilio.Cost, er
 	if !cost.MMS {
 		// Billed by Twilio's own count of segments, not keybrake's.
 		sms, err := s.opts.Rates.Rate(cost.Country, "sms")
-		cost.Encoding, cost.Segments = segments(f.Get("Body"))
+		cost.Encoding, cost.Segments = segments(f.Get("Body"), f.Get("SmartEncoded") == "true")
 		cost.Micros = sms * keybrake.Micros(cost.Segments)
 		return cost, err
 	}
 	if s.noMMS(f.Get("To")) {
 		sms, err := s.opts.Rates.Rate(cost.Country, "sms")
-		cost.Encoding, cost.Segments = segments(f.Get("Body") + strings.Repeat("\n"+converterLink, len(f["MediaUrl"])))
+		cost.Encoding, cost.Segments = segments(f.Get("Body")+strings.Repeat("\n"+converterLink, len(f["MediaUrl"])), f.Get("SmartEncoded") == "true")
 		cost.Micros = sms * keybrake.Micros(cost.Segments)
 		return cost, err
 	}

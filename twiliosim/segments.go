@@ -1,6 +1,7 @@
 package twiliosim
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf16"
 
@@ -16,7 +17,14 @@ import (
 // a part of its own). Graphemes are read simply: a character with the
 // marks, variation selectors, emoji modifiers and ZWJ-joined characters
 // after it.
-func segments(body string) (string, int) {
+//
+// With smart (SmartEncoded=true) a few characters are first replaced as
+// Twilio's Smart Encoding replaces them: a tab by seven spaces, … by three
+// full stops, ½ by 1/2, ’ by an apostrophe.
+func segments(body string, smart bool) (string, int) {
+	if smart {
+		body = strings.NewReplacer("\t", "       ", "…", "...", "½", "1/2", "’", "'").Replace(body)
+	}
 	enc, n := twilio.Segments(body)
 	if enc != twilio.UCS2 {
 		return enc, n
