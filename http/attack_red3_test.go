@@ -114,3 +114,35 @@ func TestAttackTwilio_SmartEncodingLengthens(t *testing.T) {
 		t.Fatalf("one segment under a $0.10 cap: %v", err)
 	}
 }
+
+// TestAttackTwilio_RCSSegmentsByUTF8: a message through an RCS sender (or
+// a Messaging Service with one in its pool) goes out as RCS, whose text
+// Twilio bills in the United States by segments of 160 UTF-8 bytes at the
+// SMS rate. keybrake counted SMS segments: 1,600 "é" are 11 GSM-7
+// segments ($0.22 under a $0.30 cap) but 3,200 bytes, 20 RCS segments
+// ($0.40).
+func TestAttackTwilio_RCSSegmentsByUTF8(t *testing.T) {
+	rates, err := twilio.ParseRates("US sms=0.0200 mms=0.0400 voice=0.1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustOpenVendorsSim(t, twiliosim.Options{Rates: rates})
+	_, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"0.30"}`)
+	msg := (&api.CreateMessageParams{}).SetTo("+14155550123").SetFrom("rcs:keybrake_agent").
+		SetBody(strings.Repeat("é", 1600))
+	_, err = e.TwilioClient(t, secret).Api.CreateMessage(msg)
+	var te *client.TwilioRestError
+	if err != nil && !(errors.As(err, &te) && te.Status == 429) {
+		t.Fatalf("send: %v", err)
+	}
+	e.Clock.Advance(10 * time.Second)
+	if b := e.Twilio.Billed(); b.Micros+b.Pending > 300_000 {
+		t.Fatalf("Twilio billed $%s for %d messages (%d segments) past a $0.30 cap", b.Micros+b.Pending, b.Messages, b.Segments)
+	}
+	// What fits still goes: 400 bytes, 3 RCS segments.
+	short := (&api.CreateMessageParams{}).SetTo("+14155550123").SetFrom("rcs:keybrake_agent").
+		SetBody(strings.Repeat("é", 200))
+	if _, err := e.TwilioClient(t, secret).Api.CreateMessage(short); err != nil {
+		t.Fatalf("3 segments under a $0.30 cap: %v", err)
+	}
+}

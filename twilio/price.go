@@ -151,8 +151,30 @@ func (p *Pricer) message(form *Form) (Cost, error) {
 		return c, nil
 	}
 	c.Encoding, c.Segments = Segments(body)
+	if mayRCS(from, svc) {
+		// A Messaging Service with an RCS sender in its pool (which
+		// keybrake cannot read) sends RCS first, billed by the UTF-8
+		// segment at the SMS rate in the United States.
+		if n := RCSSegments(body); n > c.Segments {
+			c.Encoding, c.Segments = UTF8, n
+		}
+	}
 	c.Micros = sms * keybrake.Micros(c.Segments)
 	return c, nil
+}
+
+// mayRCS reports whether a message from from, through the messaging
+// service svc, may be sent as RCS: RCS goes out only through a Messaging
+// Service, named by MessagingServiceSid or as From (MG…), or from an RCS
+// sender (rcs:…). A From that is a phone number or a short code sends SMS.
+func mayRCS(from, svc string) bool {
+	if svc != "" {
+		return true
+	}
+	if d, ok := strings.CutPrefix(from, "+"); ok && digits(d) {
+		return false
+	}
+	return !digits(from)
 }
 
 // MaxConverterLink is the longest link, in characters, keybrake assumes

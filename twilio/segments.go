@@ -3,12 +3,14 @@ package twilio
 import (
 	"unicode"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Encodings of a message body.
 const (
 	GSM7 = "GSM-7" // the GSM 03.38 alphabet: 160 characters in one segment, 153 per part when split
 	UCS2 = "UCS-2" // any other character: 70 UTF-16 code units in one segment, 67 per part
+	UTF8 = "UTF-8" // RCS: text billed in segments of 160 UTF-8 bytes (RCSSegments)
 )
 
 // MaxBodyChars is the longest body Twilio accepts, in characters.
@@ -190,3 +192,29 @@ func hangul(r rune) bool {
 }
 
 func regional(r rune) bool { return 0x1F1E6 <= r && r <= 0x1F1FF }
+
+// RCSSegments returns the number of segments Twilio bills for body sent
+// as an RCS text message in the United States: "counted in segments of
+// 160 UTF-8 bytes, similar to SMS" (Twilio, "Calculating Character Count
+// of RCS Messages"), at the SMS segment's price. A character is never
+// split across segments, so a segment may hold fewer than 160 bytes. An
+// empty body is one segment.
+//
+// UTF-8 counts differently from SMS: é is one GSM-7 septet but two bytes,
+// あ or € one UTF-16 unit but three bytes, so an RCS message can cost up to
+// twice its SMS segments.
+func RCSSegments(body string) int {
+	segments, used := 1, 0
+	for _, r := range body {
+		w := utf8.RuneLen(r)
+		if w < 0 {
+			w = 3 // an invalid rune is sent as U+FFFD
+		}
+		if used+w > 160 {
+			segments++
+			used = 0
+		}
+		used += w
+	}
+	return segments
+}

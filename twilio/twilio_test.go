@@ -718,3 +718,30 @@ func TestScopeListPolicy(t *testing.T) {
 		t.Errorf("incoming_phone_numbers.list: %v", err)
 	}
 }
+
+func TestRCSSegments(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		want int
+	}{
+		{"", 1}, {strings.Repeat("a", 160), 1}, {strings.Repeat("a", 161), 2},
+		{strings.Repeat("é", 80), 1}, {strings.Repeat("é", 81), 2}, {strings.Repeat("é", 1600), 20},
+		{strings.Repeat("a", 159) + "€", 2}, // a character is not split
+		{strings.Repeat("あ", 1600), 31},     // 53 a segment
+	} {
+		if got := twilio.RCSSegments(tt.body); got != tt.want {
+			t.Errorf("RCSSegments(%d bytes) = %d, want %d", len(tt.body), got, tt.want)
+		}
+	}
+	// Priced at the larger count only when the message may go out as RCS.
+	rates, _ := twilio.ParseRates("US sms=0.01")
+	p := &twilio.Pricer{Rates: rates}
+	op, _ := twilio.ParseOperation("POST", "/2010-04-01/Accounts/AC"+strings.Repeat("0", 32)+"/Messages.json")
+	for from, want := range map[string]int{"+14155550100": 11, "55555": 11, "rcs:agent": 20, "MG" + strings.Repeat("0", 32): 20} {
+		form, _ := twilio.ParseForm("To=%2B14155550123&From=" + strings.ReplaceAll(from, "+", "%2B") + "&Body=" + strings.Repeat("%C3%A9", 1600))
+		c, err := p.Price(op, form)
+		if err != nil || c.Segments != want {
+			t.Errorf("From %s: %d segments, %v; want %d", from, c.Segments, err, want)
+		}
+	}
+}

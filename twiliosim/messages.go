@@ -182,6 +182,10 @@ func (s *Server) messageCost(op twilio.Operation, f url.Values) (twilio.Cost, er
 		// Billed by Twilio's own count of segments, not keybrake's.
 		sms, err := s.opts.Rates.Rate(cost.Country, "sms")
 		cost.Encoding, cost.Segments = segments(f.Get("Body"), f.Get("SmartEncoded") == "true")
+		if strings.HasPrefix(f.Get("From"), "rcs:") {
+			// RCS in the United States: segments of 160 UTF-8 bytes.
+			cost.Encoding, cost.Segments = "UTF-8", max(1, (len(f.Get("Body"))+159)/160)
+		}
 		cost.Micros = sms * keybrake.Micros(cost.Segments)
 		return cost, err
 	}
