@@ -124,6 +124,15 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 			c.key = key
 		}
 	}
+	if c.keyVersion == "" && c.req.Class == ClassPriced && c.key.Version != "" && !p.onHeldObject(c) {
+		// A key read from the store is as old as the read: deciding may
+		// take upstream round trips (the account's own numbers, the
+		// invoice a payment pays), and a change committed meanwhile
+		// reserved on the policy read before it. The reservation checks
+		// the version this request is decided on, however it was read
+		// (TestAttackKeyVer_NarrowedWhileDeciding).
+		c.keyVersion = c.key.Version
+	}
 	if c.req.Operation == ownKeyOperation && r.Method == http.MethodGet {
 		p.serveOwnKey(w, r, c)
 		return

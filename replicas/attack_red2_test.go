@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,5 +83,68 @@ func TestAttackKeyVer_ListOnStaleKey(t *testing.T) {
 				t.Fatalf("after %s %s committed on A, B answered the key's unfiltered list %d %s; want keybrake's %d", tc.change, tc.body, status, body, tc.want)
 			}
 		})
+	}
+}
+
+// TestAttackKeyVer_NarrowedWhileDeciding: the key version check caught a
+// charge decided on a replica's cached key, but not one decided on a key
+// read from the store (a cache miss): a request that read the key, then
+// spent upstream round trips deciding (a Twilio create reads the account's
+// own numbers first), reserved on the policy it had read even when an
+// operator's narrowing committed in between, and forwarded a message the
+// key no longer allowed. Every priced reservation now carries the version
+// its request was decided on, however the key was read.
+func TestAttackKeyVer_NarrowedWhileDeciding(t *testing.T) {
+	const from, to = "+14155550100", "+14155550123"
+	dsn := MustDatabase(t, MustServerDSN(t))
+	sim := MustSim(t)
+	tw := twiliosim.New(twiliosim.Options{Numbers: []string{from}})
+	// The first read of the account's numbers waits until the test has
+	// changed the key: the request has been decided on the key it read.
+	reading, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	tws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/IncomingPhoneNumbers") {
+			once.Do(func() { close(reading); <-release })
+		}
+		tw.ServeHTTP(w, r)
+	}))
+	t.Cleanup(tws.Close)
+	rates, err := twilio.ParseRates(vendorRates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, _ := url.Parse(tws.URL)
+	a := mustReplicaWith(t, dsn, sim, func(s *Replica) {
+		s.Twilio = &khttp.TwilioConfig{Upstream: tu, AccountSid: twiliosim.DefaultAccountSid, Secret: twiliosim.DefaultAuthToken, Rates: rates}
+	})
+	keyID, secret := MustCreateKey(t, a.URL(), `{"vendor":"twilio","daily_usd_cap":"5","allowed_endpoints":["messages.create"]}`)
+	type answer struct {
+		status int
+		body   []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		status, body, err := do("POST", a.URL()+"/twilio/2010-04-01/Accounts/"+twiliosim.DefaultAccountSid+"/Messages.json",
+			url.Values{"To": {to}, "From": {from}, "Body": {"hello"}}.Encode(),
+			map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(twiliosim.DefaultAccountSid+":"+twilio.AlnumVaultKey(secret))),
+				"Content-Type": "application/x-www-form-urlencoded"})
+		if err != nil {
+			status, body = 0, []byte(err.Error())
+		}
+		done <- answer{status, body}
+	}()
+	<-reading
+	status, out := Admin(t, a.URL(), "PATCH", "/vault/keys/"+keyID, `{"twilio_scope":{"allowed_from":["+14155550199"]}}`)
+	close(release)
+	if status != http.StatusOK {
+		t.Fatalf("narrowing the key: %d %s", status, out)
+	}
+	got := <-done
+	if got.status != http.StatusForbidden {
+		t.Fatalf("a create decided before the key was narrowed, reserved after: %d %s; want keybrake's 403", got.status, got.body)
+	}
+	if n := len(tw.GroundTruth().Messages); n != 0 {
+		t.Fatalf("Twilio sent %d messages From a number the key no longer allows", n)
 	}
 }
