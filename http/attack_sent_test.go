@@ -686,3 +686,54 @@ func TestAttackSent_SubresourcesAndOtherAccounts(t *testing.T) {
 		t.Fatalf("B's paths naming A's email were forwarded: %q", up.reqs)
 	}
 }
+
+// TestAttackTwilio_ListParamLookalikes: under allowed_from a list was
+// checked for exactly one parameter named From, and every other parameter
+// went to Twilio as sent: From[]=, "From\x00"=, "From "= carried another
+// key's number next to the one keybrake checked, for whichever stack on
+// Twilio's side reads such a name as From (a C string ends at the NUL; a
+// form parser trims or strips []). Under allowed_from a list now takes
+// only Twilio's own filters and paging parameters; the SDK's lists, with
+// their date filters and paging, work as before.
+func TestAttackTwilio_ListParamLookalikes(t *testing.T) {
+	up := &upstreamLog{}
+	e := MustOpenVendors(t, logUpstream(up))
+	lists := `"allowed_endpoints":["messages.create","messages.list","calls.create","calls.list"]`
+	_, a := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"5",`+lists+`,"twilio_scope":{"allowed_from":["+14155550100"]}}`)
+	ta := e.TwilioClient(t, a)
+	for range 3 {
+		if _, err := ta.Api.CreateMessage(sms("+14155550124")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forwarded := len(up.reqs)
+	auth := map[string]string{"Authorization": basicAuth(twiliosim.DefaultAccountSid, a)}
+	acct := "/twilio/2010-04-01/Accounts/" + twiliosim.DefaultAccountSid
+	for _, q := range []string{
+		"/Messages.json?From=%2B14155550100&From%00=%2B14155550199",
+		"/Messages.json?From=%2B14155550100&From%5B%5D=%2B14155550199",
+		"/Messages.json?From=%2B14155550100&From%20=%2B14155550199",
+		"/Messages.json?From=%2B14155550100&%20From=%2B14155550199",
+		"/Messages.json?From=%2B14155550100&From.=%2B14155550199",
+		"/Calls.json?From=%2B14155550100&Fr%C3%B6m=%2B14155550199",
+	} {
+		if resp, body := e.Do(t, "GET", acct+q, "", auth); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("A GET %s: %d %s", q, resp.StatusCode, body)
+		}
+	}
+	if len(up.reqs) != forwarded {
+		t.Fatalf("refused lists were forwarded: %q", up.reqs[forwarded:])
+	}
+	if _, err := ta.Api.ListMessage((&api.ListMessageParams{}).SetFrom("+14155550100").
+		SetDateSentAfter(time.Now().Add(-48 * time.Hour)).SetDateSentBefore(time.Now().Add(time.Hour))); err != nil {
+		t.Fatalf("A lists its own messages by date: %v", err)
+	}
+	own, err := ta.Api.ListMessage((&api.ListMessageParams{}).SetFrom("+14155550100").SetTo("+14155550124").SetPageSize(1))
+	if err != nil || len(own) != 3 {
+		t.Fatalf("A lists its own messages with the SDK's filters, one a page: %d, %v", len(own), err)
+	}
+	if _, err := ta.Api.ListCall((&api.ListCallParams{}).SetFrom("+14155550100").SetStatus("completed").
+		SetStartTimeAfter(time.Now().Add(-48 * time.Hour)).SetEndTimeBefore(time.Now().Add(time.Hour)).SetPageSize(5)); err != nil {
+		t.Fatalf("A lists its own calls with the SDK's filters: %v", err)
+	}
+}

@@ -96,7 +96,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 		p.deny(w, r, c, err, nil)
 		return
 	}
-	if cached && (c.req.Class == ClassPriced || c.req.Class == ClassUnpriced) && !s.keysSynchronous() {
+	if cached && (c.req.Class == ClassPriced || c.req.Class == ClassUnpriced || c.req.Fresh) && !s.keysSynchronous() {
 		// The cache may hold the key as it was before a change another
 		// replica committed: its NOTIFY is delivered later, or lost (then
 		// the cache holds it up to KeyCacheMaxAge). Reserve re-reads the
@@ -105,7 +105,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 		// here: a request that moves money is decided on the key as the
 		// store has it now (TestAttackReplicas_NarrowedPolicyOnStaleReplica).
 		// A store whose reports are never late (SQLite while no other
-		// process has the file open) has nothing newer to read.
+		// process has the file open) has nothing newer to read. A read
+		// the key's scope narrows (VendorRequest.Fresh) is decided on
+		// the key as it is now too (TestAttackKeyVer_ListOnStaleKey).
 		if c.req.Class == ClassPriced && key.Version != "" && !p.onHeldObject(c) {
 			// A new reservation checks instead that the key is still
 			// the version it was decided on, under the key row lock it
@@ -121,6 +123,15 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 			}
 			c.key = key
 		}
+	}
+	if c.keyVersion == "" && c.req.Class == ClassPriced && c.key.Version != "" && !p.onHeldObject(c) {
+		// A key read from the store is as old as the read: deciding may
+		// take upstream round trips (the account's own numbers, the
+		// invoice a payment pays), and a change committed meanwhile
+		// reserved on the policy read before it. The reservation checks
+		// the version this request is decided on, however it was read
+		// (TestAttackKeyVer_NarrowedWhileDeciding).
+		c.keyVersion = c.key.Version
 	}
 	if c.req.Operation == ownKeyOperation && r.Method == http.MethodGet {
 		p.serveOwnKey(w, r, c)

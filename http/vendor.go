@@ -169,6 +169,12 @@ type VendorRequest struct {
 	// Sends is true for a create whose answer names what it made
 	// (SentScoper.SentIDs), recorded as the key's own.
 	Sends bool
+	// Fresh is true for a request that moves no money but that the key's
+	// scope narrows (a Twilio list under twilio_scope.allowed_from): on a
+	// store whose key reports may be late, it is decided on the key as
+	// the store has it now, as a money-moving request is, not on the
+	// cache (a scope added, or a revocation, elsewhere applies at once).
+	Fresh bool
 
 	// Label names the operation in audit events, metrics and
 	// reservations; "<vendor>.<operation>" by default. Stripe's keep

@@ -130,6 +130,11 @@ func (v *twilioVendor) Parse(a ParseArgs) (*VendorRequest, error) {
 	// is scoped the same way until it is shown to be the account's.
 	req.SentID = op.ID
 	req.Sends = op.Name == "messages.create" || op.Name == "calls.create"
+	// A list reads every key's messages or calls unless the key's
+	// allowed_from narrows it (twilio.Policy.CheckList): a replica whose
+	// cached key predates an allowed_from or a revocation made elsewhere
+	// answered it with the whole account (TestAttackKeyVer_ListOnStaleKey).
+	req.Fresh = op.Name == "messages.list" || op.Name == "calls.list"
 	return req, nil
 }
 

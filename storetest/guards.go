@@ -310,6 +310,47 @@ func testGuards(t *testing.T, open opener) {
 		}
 	})
 
+	// Concurrent repeats (PostgreSQL decides them in batches,
+	// keybrake_reserve_many, each row's repeat_rule set by the trigger as
+	// it is inserted; SQLite one by one in a group commit): the rule lets
+	// exactly repeat_body-1 through, whatever the interleaving, also for a
+	// key whose rule was added after some of its reservations were made.
+	t.Run("BreakerRepeatConcurrent", func(t *testing.T) {
+		s := open(t)
+		MustCreateKey(t, s, NewKey("key_a"))
+		reserveGuarded(t, s, NewCharge("key_a", "before", "cus_1", USD(1)), T0)
+		if _, err := s.UpdateKey(ctx, "key_a", keybrake.KeyUpdate{Guards: &keybrake.Guards{Breaker: &keybrake.Breaker{RepeatBody: 4, RepeatWindowSeconds: 60}}}, T0); err != nil {
+			t.Fatal(err)
+		}
+		const n = 16
+		var (
+			wg       sync.WaitGroup
+			reserved atomic.Int64
+			refused  atomic.Int64
+		)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewCharge("key_a", fmt.Sprintf("c%d", i), "cus_1", USD(1)), Now: T0.Add(time.Second)})
+				switch {
+				case err == nil && res.Reservation != nil:
+					reserved.Add(1)
+				case err == nil && res.Guard != nil && res.Guard.Rule == keybrake.BreakerRepeat:
+					refused.Add(1)
+				case err != nil && keybrake.ErrorCode(err) == keybrake.EFORBIDDEN, err != nil && keybrake.ErrorCode(err) == keybrake.EUNAUTHORIZED:
+					refused.Add(1) // the breaker suspended the key
+				default:
+					t.Errorf("Reserve c%d = %+v, %v", i, res, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := reserved.Load(); got != 2 {
+			t.Fatalf("%d concurrent repeats reserved (one made before the rule); want 2 under repeat_body 4", got)
+		}
+	})
+
 	t.Run("BreakerRepeat", func(t *testing.T) {
 		s := open(t)
 		MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{}, &keybrake.Guards{Breaker: &keybrake.Breaker{RepeatBody: 3, RepeatWindowSeconds: 60}})

@@ -285,6 +285,26 @@ var scopeHelp = map[string]string{
 	"allowed_messaging_services": "use a Messaging Service sid, MG and 32 hex digits",
 }
 
+// listFilters are the parameters of Twilio's messages and calls lists (its
+// filters and paging, as the SDKs send them and next_page_uri repeats
+// them): under allowed_from any other name is refused, so a name Twilio's
+// stack might read as From (From[], "From\x00", From with a trailing
+// space) never rides along with the From keybrake checked
+// (TestAttackTwilio_ListParamLookalikes).
+var listFilters = map[string]map[string]bool{
+	"messages.list": setOf("From", "To", "DateSent", "DateSent<", "DateSent>", "Page", "PageSize", "PageToken"),
+	"calls.list": setOf("From", "To", "ParentCallSid", "Status", "StartTime", "StartTime<", "StartTime>",
+		"EndTime", "EndTime<", "EndTime>", "Page", "PageSize", "PageToken"),
+}
+
+func setOf(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
 // CheckList returns nil when a messages.list or calls.list with query is
 // inside p, or EFORBIDDEN naming allowed_from. Twilio lists every message
 // or call of the account, whoever sent it; a key whose allowed_from is set
@@ -295,7 +315,8 @@ var scopeHelp = map[string]string{
 // not make a sender exclusive to a key. A key without allowed_from lists
 // everything, as before. Under allowed_from, a From spelled in another
 // case (from, FROM) is refused: keybrake cannot know which one Twilio
-// reads.
+// reads. Any parameter that is not one of the list's filters or paging
+// parameters (listFilters) is refused too.
 func (p Policy) CheckList(op Operation, query url.Values) error {
 	if op.Name != "messages.list" && op.Name != "calls.list" {
 		return nil
@@ -306,6 +327,9 @@ func (p Policy) CheckList(op Operation, query url.Values) error {
 	for name := range query {
 		if name != "From" && strings.EqualFold(name, "From") {
 			return refuse("", "parameter %s differs from From only in case, so keybrake cannot tell which one Twilio reads against this vault key's twilio_scope", printable(name))
+		}
+		if !listFilters[op.Name][name] {
+			return refuse("allowed_from", "parameter %s is not one of Twilio's %s filters or paging parameters, the only ones keybrake forwards on a list under this vault key's twilio_scope.allowed_from", printable(name), op.Name)
 		}
 	}
 	what := strings.TrimSuffix(op.Name, ".list")
