@@ -185,3 +185,59 @@ func TestRequestPathPinned(t *testing.T) {
 		t.Errorf("%d request-path functions found, want 5", seen)
 	}
 }
+
+// TestPlpgsqlRewritesSame checks that keybrake_velocity_scope and
+// keybrake_counted, rewritten in PL/pgSQL by migration 0042 so that they are
+// planned once a session, answer what their SQL versions (0016, 0002)
+// answered: a velocity counter's scope names the counters a key has already
+// counted in, so a different string would start every count again.
+func TestPlpgsqlRewritesSame(t *testing.T) {
+	ctx := context.Background()
+	dsn := MustDatabase(t, MustServerDSN(t))
+	MustOpen(t, dsn)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{`CREATE FUNCTION scope_0016(v jsonb, p_customer text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+	SELECT 'v:' || left(coalesce(nullif(v->>'window_kind', ''), 'sliding'), 1) || (v->>'window_seconds')
+		|| ':' || coalesce((SELECT string_agg(o, ',' ORDER BY o COLLATE "C") FROM jsonb_array_elements_text(coalesce(v->'operations', '[]')) o), '')
+		|| CASE WHEN v->>'per' = 'customer' THEN ':' || p_customer ELSE '' END
+$$`, `CREATE FUNCTION counted_0002(r reservations, OUT total bigint, OUT uncertain bigint) LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE r.state WHEN 'settled' THEN r.settled_micros WHEN 'released' THEN 0 ELSE r.micros END,
+	       CASE r.state WHEN 'uncertain' THEN r.micros ELSE 0 END
+$$`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range []string{
+		`{"window_seconds": 60}`, `{"window_seconds": 60, "operations": []}`,
+		`{"window_seconds": 3600, "window_kind": "fixed", "operations": ["refunds.create", "charges.create", "Charges.create"]}`,
+		`{"window_seconds": 60, "window_kind": "", "per": "customer", "operations": ["payment_intents.create"]}`,
+		`{"window_seconds": 60, "per": "key"}`, `{"per": "customer"}`, `{}`,
+	} {
+		for _, customer := range []string{"", "cus_1"} {
+			var same bool
+			var got string
+			if err := conn.QueryRow(ctx, `SELECT keybrake_velocity_scope($1::jsonb, $2) IS NOT DISTINCT FROM scope_0016($1::jsonb, $2),
+				coalesce(keybrake_velocity_scope($1::jsonb, $2), '<null>')`, v, customer).Scan(&same, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !same {
+				t.Errorf("keybrake_velocity_scope(%s, %q) = %s, not what 0016 answered", v, customer, got)
+			}
+		}
+	}
+	var differ int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM (VALUES ('reserved'), ('uncertain'), ('held'), ('settled'), ('released')) s(state),
+		LATERAL (SELECT jsonb_populate_record(NULL::reservations,
+			jsonb_build_object('state', s.state, 'micros', 7000000, 'settled_micros', 3000000)) AS r) q
+		WHERE keybrake_counted(q.r) IS DISTINCT FROM counted_0002(q.r)`).Scan(&differ); err != nil {
+		t.Fatal(err)
+	}
+	if differ != 0 {
+		t.Errorf("keybrake_counted differs from 0002's in %d states", differ)
+	}
+}
