@@ -38,7 +38,7 @@ $$;
 -- because a table has few rows or no statistics yet. TestQueryPlans checks
 -- that each statement's generic plan reads its index; TestRequestPathPinned
 -- that a later CREATE OR REPLACE (which drops the setting) sets it again.
--- The setting costs about 1.3 µs a call (saved and restored around it).
+-- The setting costs up to 1.3 µs a call (saved and restored around it).
 DO $$
 DECLARE
 	f regprocedure;
