@@ -123,7 +123,12 @@ func settleLater(tb testing.TB, s *postgres.Store, id string) {
 // backends that have exited. It returns -1 if it cannot tell (no
 // KEYBRAKE_TEST_POSTGRES_DATADIR, another machine, not Linux).
 func serverCPU() time.Duration {
-	raw, err := os.ReadFile(filepath.Join(os.Getenv("KEYBRAKE_TEST_POSTGRES_DATADIR"), "postmaster.pid"))
+	return serverCPUOf(os.Getenv("KEYBRAKE_TEST_POSTGRES_DATADIR"))
+}
+
+// serverCPUOf is serverCPU for the server whose data directory is dataDir.
+func serverCPUOf(dataDir string) time.Duration {
+	raw, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
 		return -1
 	}
