@@ -96,8 +96,9 @@ type Key struct {
 	CreatedAt               time.Time  `json:"created_at"`
 	UpdatedAt               time.Time  `json:"updated_at"`
 	// Version identifies the stored row this Key was read from: opaque,
-	// store-defined, different after every update of the key, "" when the
-	// store keeps none. A reservation made with ReserveArgs.KeyVersion is
+	// store-defined (PostgreSQL: the row's xmin; SQLite: its version
+	// column), equal means unchanged, different after every update of
+	// the key, "" when the store keeps none. A reservation made with ReserveArgs.KeyVersion is
 	// refused (ReserveResult.Stale) when the key is no longer this version.
 	Version string `json:"-"`
 }

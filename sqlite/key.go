@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,10 +21,14 @@ const keyColumns = `id, vendor, label, secret_hash, secret_prefix,
 	allow_secret_reads, guards, suspended_at, suspended_reason, prev_secret_hash, prev_secret_until,
 	parent_id, mint, approval, count_caps, scope`
 
+// keySelect is keyColumns and the row's version (0033), which no INSERT
+// names: a trigger bumps it on every UPDATE of the row. scanKey reads it.
+const keySelect = keyColumns + `, version`
+
 // Key lookups prepared at Open: every proxied request authenticates by hash.
 const (
-	qKeyByID   = `SELECT ` + keyColumns + ` FROM keys WHERE id = ?`
-	qKeyByHash = `SELECT ` + keyColumns + ` FROM keys WHERE secret_hash = ?1 OR prev_secret_hash = ?1`
+	qKeyByID   = `SELECT ` + keySelect + ` FROM keys WHERE id = ?`
+	qKeyByHash = `SELECT ` + keySelect + ` FROM keys WHERE secret_hash = ?1 OR prev_secret_hash = ?1`
 )
 
 // CreateKey stores a new key. A zero CreatedAt is set from the store's
@@ -130,7 +135,7 @@ func (s *Store) FindKeys(ctx context.Context, f keybrake.KeyFilter) ([]*keybrake
 			return nil, false, wrap(err, "find keys")
 		}
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+keyColumns+` FROM keys
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+keySelect+` FROM keys
 		WHERE (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?`, after.created, after.id, limit+1)
 	if err != nil {
 		return nil, false, wrap(err, "find keys")
@@ -258,7 +263,9 @@ func dbTime(t time.Time) time.Time {
 	return fromMicros(t.UnixMicro())
 }
 
-// updateKey writes every mutable column of k.
+// updateKey writes every mutable column of k and sets k.Version to the
+// version the update gave the row (0033's trigger; RETURNING would not
+// see it).
 func updateKey(ctx context.Context, tx *sql.Tx, k *keybrake.Key) error {
 	args, err := keyArgs(k)
 	if err != nil {
@@ -275,6 +282,11 @@ func updateKey(ctx context.Context, tx *sql.Tx, k *keybrake.Key) error {
 		WHERE id = ?1`, args...); err != nil {
 		return wrap(err, "update key %s", k.ID)
 	}
+	var v int64
+	if err := tx.QueryRowContext(ctx, `SELECT version FROM keys WHERE id = ?`, k.ID).Scan(&v); err != nil {
+		return wrap(err, "update key %s: read its version", k.ID)
+	}
+	k.Version = strconv.FormatInt(v, 10)
 	return nil
 }
 
@@ -307,7 +319,7 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// scanKey reads one row of keyColumns.
+// scanKey reads one row of keySelect.
 func scanKey(row scanner) (*keybrake.Key, error) {
 	var (
 		k                    keybrake.Key
@@ -322,6 +334,7 @@ func scanKey(row scanner) (*keybrake.Key, error) {
 		approval             string
 		countCaps            string
 		scope                string
+		version              int64
 	)
 	capPtrs := []**keybrake.Micros{&k.PerRequest, &k.Daily, &k.Monthly, &k.Total}
 	listPtrs := []*[]string{&k.AllowedEndpoints, &k.AllowedCustomers, &k.AllowedAccounts, &k.AllowedCurrencies}
@@ -330,9 +343,10 @@ func scanKey(row scanner) (*keybrake.Key, error) {
 		&lists[0], &lists[1], &lists[2], &lists[3],
 		&k.Timezone, &k.AllowUnpriced, &meta, &expires, &revoked, &created, &updated,
 		&k.AllowSecretReads, &guards, &suspended, &k.SuspendedReason, &prevHash, &prevUntil,
-		&k.ParentID, &k.Mint, &approval, &countCaps, &scope); err != nil {
+		&k.ParentID, &k.Mint, &approval, &countCaps, &scope, &version); err != nil {
 		return nil, err
 	}
+	k.Version = strconv.FormatInt(version, 10)
 	if err := decodeScope(scope, &k); err != nil {
 		return nil, fmt.Errorf("decode key %s scope: %w", k.ID, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,7 +59,8 @@ const (
 		(SELECT r.id FROM reservations r WHERE r.key_id = ?1 AND r.idempotency_key = ?2),
 		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'daily' AND bucket = ?3), 0),
 		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'monthly' AND bucket = ?4), 0),
-		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'total' AND bucket = ''), 0)`
+		COALESCE((SELECT micros FROM spend_counters WHERE key_id = ?1 AND period = 'total' AND bucket = ''), 0),
+		k.version`
 	qReserveReadFrom = `
 		FROM keys k WHERE k.id = ?1`
 )
@@ -71,8 +73,14 @@ const (
 // monthly, total. Returns ENOTFOUND for an unknown key, EUNAUTHORIZED for a
 // revoked or expired one, EINVALID for a negative amount or a missing
 // Idempotency-Key, ECONFLICT for a given ID already taken.
+//
+// With args.KeyVersion set, a key that is no longer that version (an
+// operator changed it while the request was being decided) reserves and
+// counts nothing, a replay included, and the result is Stale.
 func (s *Store) Reserve(ctx context.Context, args keybrake.ReserveArgs) (keybrake.ReserveResult, error) {
-	return s.decide(ctx, args, "reserve", s.reserve)
+	return s.decide(ctx, args, "reserve", func(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
+		return s.reserve(ctx, tx, in, args.KeyVersion, now)
+	})
 }
 
 // decide runs a reservation decision (reserve or rearm) for args in the
@@ -109,7 +117,7 @@ func (s *Store) decide(ctx context.Context, args keybrake.ReserveArgs, op string
 		s.probeMisses.Store(false)
 		s.prepareProbes()
 	}
-	if res.Replay || res.OverCap != nil || res.Guard != nil || res.OverCount != nil {
+	if res.Stale || res.Replay || res.OverCap != nil || res.Guard != nil || res.OverCount != nil {
 		return res, nil
 	}
 	*in = *res.Reservation
@@ -130,10 +138,16 @@ func validateReservation(in *keybrake.Reservation) error {
 }
 
 // reserve is Reserve inside tx; the caller commits only a new reservation.
-func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation, now time.Time) (keybrake.ReserveResult, error) {
+// version is the key version the request was decided on ("" checks none):
+// compared with the row read in this write transaction, so no update of
+// the key can come between the check and the reservation.
+func (s *Store) reserve(ctx context.Context, tx *sql.Tx, in *keybrake.Reservation, version string, now time.Time) (keybrake.ReserveResult, error) {
 	st, err := s.usableState(ctx, tx, in, now)
 	if err != nil {
 		return keybrake.ReserveResult{}, err
+	}
+	if version != "" && st.key.Version != version {
+		return keybrake.ReserveResult{Stale: true}, nil
 	}
 	if st.replayID.Valid {
 		prev, err := scanReservation(s.txQueryRow(ctx, tx, qReservationByID, st.replayID.String))
@@ -217,6 +231,7 @@ func (s *Store) readForReserve(ctx context.Context, tx *sql.Tx, in *keybrake.Res
 		expires, revoked sql.NullInt64
 		guards           string
 		suspended        sql.NullInt64
+		version          int64
 		err              error
 	)
 	if st.loc, err = location(tz); err != nil {
@@ -227,11 +242,12 @@ func (s *Store) readForReserve(ctx context.Context, tx *sql.Tx, in *keybrake.Res
 	err = s.readReserve(ctx, tx, &st, in, now, []any{ // guard_plan.go: the guards' probe rides along
 		&k.SecretPrefix, &k.Timezone, &caps[0], &caps[1], &caps[2], &caps[3], &expires, &revoked,
 		&guards, &suspended, &k.SuspendedReason,
-		&st.replayID, &st.spent.Day, &st.spent.Month, &st.spent.Total})
+		&st.replayID, &st.spent.Day, &st.spent.Month, &st.spent.Total, &version})
 	if err != nil {
 		return nil, wrapKeyErr(err, "reserve on key %s", in.KeyID)
 	}
 	k.ID = in.KeyID
+	k.Version = strconv.FormatInt(version, 10)
 	for i, p := range []**keybrake.Micros{&k.PerRequest, &k.Daily, &k.Monthly, &k.Total} {
 		if caps[i].Valid {
 			m := keybrake.Micros(caps[i].Int64)
