@@ -738,3 +738,25 @@ func TestResendDefaultsListNothing(t *testing.T) {
 		twilioErr(t, err, 403, twilio.CodeForbidden)
 	}
 }
+
+// TestAttackTwilio_FailedMessageFee: Twilio bills $0.001 for a message
+// that ends failed, whatever its price field reads. keybrake settled a
+// message at its price, so a failed message whose price read 0 was
+// released from the caps while Twilio billed the fee: a key could make
+// its messages fail on purpose and spend outside its caps. A failed
+// message now settles at no less than the fee.
+func TestAttackTwilio_FailedMessageFee(t *testing.T) {
+	e := MustOpenVendors(t)
+	id, secret := e.CreateKey(t, `{"vendor":"twilio","daily_usd_cap":"1"}`)
+	if _, err := e.TwilioClient(t, secret).Api.CreateMessage(sms(twiliosim.FailingTo)); err != nil {
+		t.Fatal(err)
+	}
+	e.settleAll(t)
+	sp, billed := e.Spend(t, id), e.Twilio.Billed()
+	if billed.Micros != twilio.FailedMessageFee || billed.Messages != 1 {
+		t.Fatalf("twiliosim billed %+v, want the failed-message fee", billed)
+	}
+	if got := e.reservations(t, id); got[keybrake.StateSettled] != 1 || sp.Day != billed.Micros || sp.Held != 0 {
+		t.Fatalf("reservations %v, spend %+v: want settled at the $0.001 Twilio billed", got, sp)
+	}
+}

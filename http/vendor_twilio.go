@@ -306,7 +306,21 @@ func twilioOutcome(res twilioResource) VendorOutcome {
 	case !known:
 		return VendorOutcome{Final: true, State: keybrake.StateHeld, AtReserved: true, ObjectID: res.Sid, Reason: "held at the reserved amount until Twilio reports the price"}
 	}
+	if res.Status == "failed" && messageSid(res.Sid) && m < twilio.FailedMessageFee {
+		// Twilio bills a failed message its processing fee whatever
+		// its price reads: settled at the price alone, a key could make
+		// its messages fail (a broken MediaUrl) and spend the fee
+		// outside its caps (TestAttackTwilio_FailedMessageFee).
+		return VendorOutcome{Final: true, State: keybrake.StateSettled, Micros: twilio.FailedMessageFee, ObjectID: res.Sid,
+			Reason: fmt.Sprintf("settled at Twilio's failed-message processing fee of $%s", twilio.FailedMessageFee)}
+	}
 	return VendorOutcome{Final: true, State: keybrake.StateSettled, Micros: m, ObjectID: res.Sid, Reason: "settled at Twilio's price"}
+}
+
+// messageSid says whether sid names a message (SM…, or MM… with media),
+// not a call.
+func messageSid(sid string) bool {
+	return strings.HasPrefix(sid, "SM") || strings.HasPrefix(sid, "MM")
 }
 
 // Redact removes the auth token from accounts.fetch.

@@ -12,6 +12,13 @@ import (
 // length of a call created without TimeLimit: four hours.
 const MaxTimeLimit = 4 * 60 * 60
 
+// FailedMessageFee is what Twilio bills for a message that ends failed
+// (its "Failed Message Processing Fee", since 2024-09-30): $0.001. The
+// message's price need not show it, so keybrake settles a failed message
+// at no less (twilioOutcome), over-counting a failure Twilio exempts rather
+// than releasing one it bills.
+const FailedMessageFee keybrake.Micros = 1_000
+
 // Pricer prices messages.create and calls.create in USD micros.
 type Pricer struct {
 	// Rates is the operator's table.

@@ -43,7 +43,9 @@
 // text-to-speech: Options.SpeechPer100 per started 100 characters of each
 // repetition (loop="0" repeats for the call's duration); Billed counts
 // them. To +15005550001 is refused as invalid (21211), as with Twilio's
-// test credentials.
+// test credentials. A message To FailingTo (+15005550012) is accepted and
+// fails 2 s later (error 30008); its price reads "0.00000" and Billed
+// counts Twilio's failed-message processing fee of $0.001.
 //
 // # Admin
 //

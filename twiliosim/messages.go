@@ -20,16 +20,17 @@ type Message struct {
 	Body                string
 	NumMedia            int
 	NumSegments         int
-	Status              string // scheduled, queued, sending, sent, delivered, canceled
+	Status              string // scheduled, queued, sending, sent, delivered, canceled, failed
 	Created             time.Time
 	SendAt              time.Time // zero: send now
 	DateSent            time.Time // when it reached sent
 	Price               keybrake.Micros
-	Priced              bool // Price is known: the message reached sent
+	Priced              bool // Price is known: the message reached sent (or failed: the fee)
 	Redacted            bool
 	Deleted             bool
 
-	cost keybrake.Micros // what Twilio will bill, known at creation
+	cost    keybrake.Micros // what Twilio will bill, known at creation
+	failing bool            // To FailingTo: it fails instead of being sent
 }
 
 // Message states, in order.
@@ -40,7 +41,14 @@ const (
 	StatusSent      = "sent"
 	StatusDelivered = "delivered"
 	StatusCanceled  = "canceled"
+	StatusFailed    = "failed"
 )
+
+// FailingTo is the number a message to which is accepted and then fails:
+// failed 2 s after it was queued, error 30008, its price reading
+// "0.00000" while Billed counts Twilio's failed-message processing fee
+// (twilio.FailedMessageFee), the case keybrake cannot see in the price.
+const FailingTo = "+15005550012"
 
 // tick moves the message to the state its age gives it:
 //
@@ -49,6 +57,7 @@ const (
 //	sending   → sent        2 s after (the price and date_sent are set)
 //	sent      → delivered   4 s after
 //	scheduled → canceled    by Status=canceled, never billed
+//	queued    → failed      2 s after, To FailingTo (billed the fee)
 func (m *Message) tick(now time.Time) {
 	if m.Status == StatusCanceled {
 		return
@@ -60,6 +69,11 @@ func (m *Message) tick(now time.Time) {
 			m.Status = StatusScheduled
 			return
 		}
+	}
+	if m.failing && now.Sub(start) >= 2*time.Second {
+		m.Status = StatusFailed
+		m.Priced, m.Price = true, twilio.FailedMessageFee
+		return
 	}
 	switch age := now.Sub(start); {
 	case age < time.Second:
@@ -77,7 +91,7 @@ func (m *Message) tick(now time.Time) {
 }
 
 func (m *Message) final() bool {
-	return m.Status == StatusDelivered || m.Status == StatusCanceled
+	return m.Status == StatusDelivered || m.Status == StatusCanceled || m.Status == StatusFailed
 }
 
 func (m *Message) wire(account string) map[string]any {
@@ -97,6 +111,9 @@ func (m *Message) wire(account string) map[string]any {
 	}
 	if m.Status == StatusCanceled {
 		v["price"] = "0.00000"
+	}
+	if m.Status == StatusFailed {
+		v["price"], v["date_sent"], v["error_code"], v["error_message"] = "0.00000", nil, 30008, "Unknown error"
 	}
 	return v
 }
@@ -149,6 +166,7 @@ func (s *Server) createMessage(req *request) (any, *twilio.Error) {
 	}
 	m := &Message{Sid: newSid(prefix), To: to, From: from, MessagingServiceSid: svc, Body: body,
 		NumMedia: len(f["MediaUrl"]), NumSegments: max(cost.Segments, 1), Created: req.now, cost: cost.Micros}
+	m.failing = to == FailingTo
 	if f.Get("ScheduleType") == "fixed" || f.Get("SendAt") != "" {
 		at, err := time.Parse(time.RFC3339, f.Get("SendAt"))
 		switch {
