@@ -51,9 +51,9 @@ type call struct {
 	raises     bool   // the request makes an existing object move more than the key holds on it
 	lock       string // the object this request has locked (HoldService.LockObject), "" for none
 	note       string // added to the audit reason (a guard overridden, an approval)
-	// keyVersion is the Key.Version a priced request was decided on, from
-	// the key cache, for its reservation to check (ReserveArgs.KeyVersion);
-	// "" when the key was read fresh or the store has no versions.
+	// keyVersion is the Key.Version a priced request was decided on, for
+	// its reservation to check (ReserveArgs.KeyVersion); "" for other
+	// classes and for requests on held objects.
 	keyVersion     string
 	stale          bool // the reservation found the key changed since: decide again
 	requestCounted bool // countRequest counted the request
@@ -96,42 +96,32 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, vr *vendorRoute, p
 		p.deny(w, r, c, err, nil)
 		return
 	}
-	if cached && (c.req.Class == ClassPriced || c.req.Class == ClassUnpriced || c.req.Fresh) && !s.keysSynchronous() {
+	// A new reservation checks that the key is still the version the
+	// request was decided on, under the key row lock it takes anyway, and
+	// the request is decided again on a fresh key when not (admitChecked):
+	// no statement more per charge. However the key was read, a change
+	// committed while deciding (upstream round trips: the account's own
+	// numbers, the invoice a payment pays) is caught there
+	// (TestAttackKeyVer_NarrowedWhileDeciding). A request on a held object
+	// acts on its hold without always reserving, so it is not versioned.
+	if c.req.Class == ClassPriced && key.Version != "" && !p.onHeldObject(c) {
+		c.keyVersion = key.Version
+	} else if cached && (c.req.Class == ClassPriced || c.req.Class == ClassUnpriced || c.req.Fresh) && !s.keysSynchronous() {
 		// The cache may hold the key as it was before a change another
 		// replica committed: its NOTIFY is delivered later, or lost (then
-		// the cache holds it up to KeyCacheMaxAge). Reserve re-reads the
-		// caps, revocation and suspension, but the allowlist, the scope,
-		// field rules, allow_unpriced and a rotated-out secret are decided
-		// here: a request that moves money is decided on the key as the
-		// store has it now (TestAttackReplicas_NarrowedPolicyOnStaleReplica).
-		// A store whose reports are never late (SQLite while no other
-		// process has the file open) has nothing newer to read. A read
-		// the key's scope narrows (VendorRequest.Fresh) is decided on
-		// the key as it is now too (TestAttackKeyVer_ListOnStaleKey).
-		if c.req.Class == ClassPriced && key.Version != "" && !p.onHeldObject(c) {
-			// A new reservation checks instead that the key is still
-			// the version it was decided on, under the key row lock it
-			// takes anyway, and the request is decided again on a
-			// fresh key when not (admitChecked): no statement more per
-			// charge. A request on a held object acts on its hold
-			// without always reserving, so it reads the key now.
-			c.keyVersion = key.Version
-		} else {
-			if key, _, err = p.authenticateCached(r, c.v, true); err != nil {
-				p.unauthorized(w, r, c, key, err)
-				return
-			}
-			c.key = key
+		// the cache holds it up to KeyCacheMaxAge), so a request that
+		// moves money without a versioned reservation is decided on the
+		// key as the store has it now
+		// (TestAttackReplicas_NarrowedPolicyOnStaleReplica), and so is a
+		// read the key's scope narrows (VendorRequest.Fresh,
+		// TestAttackKeyVer_ListOnStaleKey). A store whose reports are
+		// never late (SQLite while no other process has the file open)
+		// has nothing newer to read.
+		if key, _, err = p.authenticateCached(r, c.v, true); err != nil {
+			p.unauthorized(w, r, c, key, err)
+			return
 		}
-	}
-	if c.keyVersion == "" && c.req.Class == ClassPriced && c.key.Version != "" && !p.onHeldObject(c) {
-		// A key read from the store is as old as the read: deciding may
-		// take upstream round trips (the account's own numbers, the
-		// invoice a payment pays), and a change committed meanwhile
-		// reserved on the policy read before it. The reservation checks
-		// the version this request is decided on, however it was read
-		// (TestAttackKeyVer_NarrowedWhileDeciding).
-		c.keyVersion = c.key.Version
+		c.key = key
 	}
 	if c.req.Operation == ownKeyOperation && r.Method == http.MethodGet {
 		p.serveOwnKey(w, r, c)
@@ -231,9 +221,9 @@ func (p *proxy) onHeldObject(c *call) bool {
 	return object != ""
 }
 
-// keyStill reports whether c's key, decided on at version c.keyVersion
-// from the key cache, is still that version in the store, for a priced
-// request that reserves nothing (its reservation would have checked). On
+// keyStill reports whether c's key, decided on at version c.keyVersion,
+// is still that version in the store, for a priced request that reserves
+// nothing (its reservation would have checked). On
 // false it has written the refusal, or set c.stale.
 func (p *proxy) keyStill(w http.ResponseWriter, r *http.Request, c *call) bool {
 	if c.keyVersion == "" {
