@@ -4,10 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/keybrake/keybrake"
+	"github.com/keybrake/keybrake/sqlite"
 	"github.com/keybrake/keybrake/storetest"
 )
 
@@ -72,4 +77,112 @@ func TestBatchFailedWriteRollsBack(t *testing.T) {
 			t.Fatalf("committed %v, want only the %d good writes", n, len(errs)/2)
 		}
 	})
+}
+
+// TestBatchIdleWriterCommitsOnCaller: a write that finds the writer idle
+// runs on its caller's goroutine (no hand-off to the batcher and back), and
+// a write that finds the writer busy is still committed, by whoever
+// commits next, with the ones queued beside it.
+func TestBatchIdleWriterCommitsOnCaller(t *testing.T) {
+	ctx := context.Background()
+	s, _ := MustOpen(t)
+	onCaller := func() bool {
+		buf := make([]byte, 64<<10)
+		return !strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*batcher).loop")
+	}
+	var ran bool
+	if err := s.BatchWrite(ctx, func(tx *sql.Tx) error { ran = onCaller(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !ran {
+		t.Fatal("a write to an idle writer was handed to the batcher's goroutine")
+	}
+
+	// Hold the writer in one write; the writes made meanwhile queue and
+	// are committed once it lets go.
+	release, entered := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.BatchWrite(ctx, func(tx *sql.Tx) error { close(entered); <-release; return nil }); err != nil {
+			t.Error(err)
+		}
+	})
+	<-entered
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = s.BatchWrite(ctx, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO admin_events (time, actor, action, target, detail, client) VALUES (?, 'test', 'key.queued', '', '', '')`, storetest.T0.UnixMicro())
+				return err
+			})
+		})
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("queued write %d: %v", i, err)
+		}
+	}
+	es, _, err := s.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != len(errs) {
+		t.Fatalf("%d queued writes committed, want %d", len(es), len(errs))
+	}
+}
+
+// TestBatchCloseWaitsForCallerCommit: Close does not close the database
+// under a write its caller is committing; the write commits and is
+// answered, and writes after Close are refused.
+func TestBatchCloseWaitsForCallerCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "kb.db")
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, entered := make(chan struct{}), make(chan struct{})
+	wrote := make(chan error, 1)
+	go func() {
+		wrote <- s.BatchWrite(ctx, func(tx *sql.Tx) error {
+			close(entered)
+			<-release
+			_, err := tx.ExecContext(ctx, `INSERT INTO admin_events (time, actor, action, target, detail, client) VALUES (?, 'test', 'key.during_close', '', '', '')`, storetest.T0.UnixMicro())
+			return err
+		})
+	}()
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	// Close has nothing to wait for but the write: were it not to wait,
+	// it would return well within this bound. (A bound, not a
+	// synchronisation: the passing case never returns early.)
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a write was being committed", err)
+	case err := <-wrote:
+		t.Fatalf("the write returned (%v) before it was let go", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if err := <-wrote; err != nil {
+		t.Fatalf("the write committing during Close: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.BatchWrite(ctx, func(*sql.Tx) error { return nil }); keybrake.ErrorCode(err) != keybrake.EUNAVAILABLE {
+		t.Fatalf("a write after Close = %v, want EUNAVAILABLE", err)
+	}
+	s2, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	es, _, err := s2.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 10})
+	if err != nil || len(es) != 1 || es[0].Action != "key.during_close" {
+		t.Fatalf("after reopening: %+v %v, want the one write made during Close", es, err)
+	}
 }
