@@ -41,27 +41,26 @@ type writeOp struct {
 // the other, so each sees the ones before it: a cap check still sees every
 // reservation made before it.
 //
-// Whoever commits holds committing: the batcher's goroutine, or a caller
-// that found the writer idle and commits its own write (and any queued
-// meanwhile) on its own goroutine. At low load that spares the two
-// goroutine hand-offs a queued write costs (waking the batcher, then
-// being woken by it): about 100 µs of a reservation's 280 at one client
-// on a 2-core VM (docs/performance.md, "SQLite at one client, step by
-// step").
+// The batcher has no goroutine of its own: every write queues itself and
+// then either is answered or becomes the leader, the one goroutine that
+// commits, and commits whatever is queued (its own write among them, unless
+// an earlier leader took it). A write that finds the writer idle is so
+// committed on its caller's goroutine, and one that waits is woken once,
+// answered or made leader. A goroutine of the batcher's own cost each write
+// two hand-offs (waking the batcher, then being woken by it): about 100 µs
+// of a reservation's 280 at one client on a 2-core VM (docs/performance.md,
+// "SQLite at one client, step by step").
 type batcher struct {
-	s          *Store
-	ops        chan *writeOp
-	mu         sync.RWMutex
-	closed     bool
-	done       chan struct{}
-	committing sync.Mutex
-	batch      []*writeOp // reused by whoever holds committing
+	s      *Store
+	ops    chan *writeOp
+	lead   chan struct{} // holds a token while a leader commits
+	mu     sync.RWMutex  // read-held by every write until it is answered
+	closed bool
+	batch  []*writeOp // reused by the leader
 }
 
 func newBatcher(s *Store) *batcher {
-	b := &batcher{s: s, ops: make(chan *writeOp, maxBatch), done: make(chan struct{}), batch: make([]*writeOp, 0, maxBatch)}
-	go b.loop()
-	return b
+	return &batcher{s: s, ops: make(chan *writeOp, maxBatch), lead: make(chan struct{}, 1), batch: make([]*writeOp, 0, maxBatch)}
 }
 
 // write runs fn in a batch and returns its error, or the commit's.
@@ -75,66 +74,60 @@ func (b *batcher) writeAlone(ctx context.Context, fn func(tx *sql.Tx) error, alo
 	return b.queue(ctx, &writeOp{run: fn, alone: alone, done: make(chan struct{})})
 }
 
-// between runs fn on the batcher's goroutine after the batch being
-// committed and before the next one begins, with no write transaction
-// open, and returns its error: while fn runs, nothing commits. The WAL
-// checkpoint that lets the log start over runs here (checkpoint.go).
+// between runs fn after the batch being committed and before the next one
+// begins, with no write transaction open, and returns its error: while fn
+// runs, nothing commits. The WAL checkpoint that lets the log start over
+// runs here (checkpoint.go).
 func (b *batcher) between(ctx context.Context, fn func() error) error {
 	return b.queue(ctx, &writeOp{idle: fn, done: make(chan struct{})})
 }
 
-// queue hands op to the batcher and waits for its outcome.
+// queue queues op and waits for its outcome, committing batches itself
+// whenever no other goroutine is.
 func (b *batcher) queue(ctx context.Context, op *writeOp) error {
 	b.mu.RLock()
+	defer b.mu.RUnlock()
 	if b.closed {
-		b.mu.RUnlock()
 		return keybrake.Errorf(keybrake.EUNAVAILABLE, "The keybrake store (SQLite) is closed.")
-	}
-	if op.idle == nil && len(b.ops) == 0 && b.committing.TryLock() {
-		// The writer is idle and nothing waits before this write: commit
-		// it here. The read lock is held until it is answered, so close
-		// waits for it.
-		b.run(op)
-		b.committing.Unlock()
-		b.mu.RUnlock()
-		return op.err
 	}
 	select {
 	case b.ops <- op:
 	case <-ctx.Done():
-		b.mu.RUnlock()
 		return ctx.Err()
 	}
-	b.mu.RUnlock()
 	// Once queued, the op is answered: its outcome must not be abandoned
 	// half-known, since the commit may make it durable.
-	<-op.done
-	return op.err
+	for {
+		select {
+		case <-op.done:
+			return op.err
+		case b.lead <- struct{}{}:
+			select {
+			case <-op.done: // answered by the leader before
+			default:
+				b.run()
+			}
+			<-b.lead
+		}
+	}
 }
 
+// close refuses writes from now on, once every write queued is answered.
 func (b *batcher) close() {
 	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.ops)
-	}
+	b.closed = true
 	b.mu.Unlock()
-	<-b.done
 }
 
-func (b *batcher) loop() {
-	defer close(b.done)
-	for op := range b.ops {
-		b.committing.Lock()
-		b.run(op)
-		b.committing.Unlock()
+// run commits the writes queued, up to a batch, or runs an op queued to
+// run between commits, and answers each. The caller is the leader.
+func (b *batcher) run() {
+	var op *writeOp
+	select {
+	case op = <-b.ops:
+	default:
+		return
 	}
-}
-
-// run commits op with the writes queued after it (or, for an op run
-// between commits, runs it alone) and answers every one. The caller holds
-// committing.
-func (b *batcher) run(op *writeOp) {
 	if op.idle == nil {
 		b.batch, op = b.gather(append(b.batch[:0], op))
 		b.commit(b.batch)
@@ -161,10 +154,7 @@ func (b *batcher) gather(batch []*writeOp) ([]*writeOp, *writeOp) {
 	}
 	for len(batch) < maxBatch {
 		select {
-		case op, ok := <-b.ops:
-			if !ok {
-				return batch, nil
-			}
+		case op := <-b.ops:
 			if op.idle != nil {
 				return batch, op
 			}

@@ -57,6 +57,27 @@ func BenchmarkReserveSettle(b *testing.B) {
 			}
 		})
 	})
+	// One client as serve has it: the reservation waited for, the
+	// settlement queued after the answer (SettleLater) and not waited for,
+	// so it may still be committing when the next reservation comes.
+	b.Run("SerialSettleLater", func(b *testing.B) {
+		defer reportCPU(b)()
+		for b.Loop() {
+			i := n.Add(1)
+			now := storetest.T0.Add(time.Duration(i) * time.Microsecond)
+			res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: storetest.NewReservation("key_hot", fmt.Sprintf("idem_%d", i), storetest.USD(1)), Now: now})
+			if err != nil || res.OverCap != nil {
+				b.Fatalf("Reserve: %+v %v", res, err)
+			}
+			if err := s.SettleLater(ctx, keybrake.SettleArgs{ID: res.Reservation.ID, State: keybrake.StateSettled,
+				SettledMicros: 990_000, Amount: 99, Currency: "usd", ObjectID: "ch_x", UpstreamStatus: 200, Now: now}, nil); err != nil {
+				b.Fatalf("SettleLater: %v", err)
+			}
+		}
+		if err := s.FlushSettlements(ctx); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkReserve measures Reserve alone on a hot key.
