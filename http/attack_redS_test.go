@@ -2,7 +2,9 @@ package http_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -76,5 +78,44 @@ func TestAttackStripe_RefundInOtherCurrency(t *testing.T) {
 	a.call(t, "POST", "/v1/refunds", "charge="+ch+"&amount=1000&currency=JPY") // the simulator takes no currency; Stripe does
 	if u.writesUpstream() != before+1 {
 		t.Fatal("a refund in the charge's own currency was not forwarded")
+	}
+}
+
+// escapeFirst writes id with its first byte after the prefix's '_'
+// percent-encoded: in_%41bc for in_Abc, the same object to Stripe.
+func escapeFirst(id string) string {
+	i := strings.IndexByte(id, '_') + 1
+	return id[:i] + fmt.Sprintf("%%%02X", id[i]) + id[i+1:]
+}
+
+// TestAttackStripe_EscapedObjectIDDodgesCustomerScope: a key limited to
+// one customer, with allow_unpriced to pay that customer's invoices, paid
+// another customer's open $900 invoice by writing its id with a letter
+// percent-encoded (POST /v1/invoices/in_%41bc/pay): keybrake named the
+// operation from the decoded id, but looked for that id in the raw path
+// to find the object whose customer it checks, found nothing there, and
+// checked none. Stripe decodes the path and paid the invoice. The object
+// is now found by the decoded path, and looked up as Stripe reads it.
+func TestAttackStripe_EscapedObjectIDDodgesCustomerScope(t *testing.T) {
+	e := MustOpen(t)
+	openInvoice := func(t *testing.T) (customer, invoice string) {
+		_, cus := directPost(t, e, "/v1/customers", "email=payer@example.com&invoice_settings[default_payment_method]=pm_card_visa")
+		directPost(t, e, "/v1/invoiceitems", "customer="+id(cus)+"&amount=90000&currency=usd")
+		_, inv := directPost(t, e, "/v1/invoices", "customer="+id(cus)+"&auto_advance=false&pending_invoice_items_behavior=include")
+		if _, fin := directPost(t, e, "/v1/invoices/"+id(inv)+"/finalize", ""); fin["status"] != "open" {
+			t.Fatalf("finalize: %v", fin)
+		}
+		return id(cus), id(inv)
+	}
+	mine, myInvoice := openInvoice(t)
+	_, theirs := openInvoice(t)
+	a := newAttacker(t, e, `{"total_usd_cap":10,"allowed_endpoints":["*"],"allow_unpriced":true,"allowed_customers":["`+mine+`"]}`)
+	a.must(t, http.StatusForbidden, "POST", "/v1/invoices/"+escapeFirst(theirs)+"/pay", "")
+	a.must(t, http.StatusForbidden, "POST", "/v1/invoices/"+escapeFirst(theirs)+"/send", "")
+	a.must(t, 200, "POST", "/v1/invoices/"+escapeFirst(myInvoice)+"/pay", "")
+	for _, inv := range e.Sim.GroundTruth().Invoices {
+		if inv.ID == theirs && inv.AmountPaid > 0 {
+			t.Fatalf("another customer's invoice %s was paid: %d", theirs, inv.AmountPaid)
+		}
 	}
 }
