@@ -200,22 +200,25 @@ func (v *stripeVendor) checkObjectCustomer(ctx context.Context, k *keybrake.Key,
 
 // customerObjectPath is the path the object in op's path is retrieved at, when it
 // is one of customerObjects ("/v1/invoices/in_1" for POST
-// /v1/invoices/in_1/pay), else "".
+// /v1/invoices/in_1/pay), else "". It reads the path decoded, as Stripe
+// does and as op.ID is: op.Path is as the client escaped it, and
+// /v1/invoices/in_%311/pay is the invoice in_11 to Stripe
+// (TestAttackStripe_EscapedObjectIDDodgesCustomerScope). The path returned
+// is escaped once, for the lookup.
 func customerObjectPath(op stripe.Operation) string {
 	if op.ID == "" {
 		return ""
 	}
-	i := strings.Index(op.Path, "/"+op.ID)
-	if i < 0 {
-		return ""
-	}
-	end := i + 1 + len(op.ID)
-	if end < len(op.Path) && op.Path[end] != '/' {
+	// ParseOperation refused malformed escapes and escaped separators, so
+	// decoding makes no new segment.
+	dec, err := url.PathUnescape(op.Path)
+	if err != nil {
 		return ""
 	}
 	for _, base := range customerObjects {
-		if op.Path[:i] == base {
-			return op.Path[:end]
+		rest, ok := strings.CutPrefix(dec, base+"/"+op.ID)
+		if ok && (rest == "" || rest[0] == '/') {
+			return base + "/" + url.PathEscape(op.ID)
 		}
 	}
 	return ""

@@ -52,7 +52,10 @@ type Pricer struct {
 //   - refunds.create: amount if given, else all that is left to refund of the
 //     charge or payment_intent param, from Lookup.Refundable, which also gives
 //     the currency. charges.refund and charges.refunds.create (legacy paths)
-//     refund the charge in the path the same way.
+//     refund the charge in the path the same way. A refund that names a
+//     payment_intent besides its charge, or a currency other than the
+//     refunded payment's, is refused: Stripe could read either as another
+//     refund than the one priced.
 //
 // Returns EINVALID naming the param for a missing or malformed amount,
 // currency, charge or payment_intent; EFORBIDDEN for an operation keybrake
@@ -150,6 +153,12 @@ func (p *Pricer) refund(ctx context.Context, form *Form, account, chargeID, piID
 			return Price{}, keybrake.ErrorParam("charge", "Missing required param: charge or payment_intent.")
 		}
 	}
+	// keybrake prices one object; a second name of what to refund (a
+	// payment_intent next to the charge in the body or a legacy path) is
+	// one Stripe could refund instead, a larger one.
+	if chargeID != "" && form.Has("payment_intent") {
+		return Price{}, keybrake.ErrorParam("payment_intent", "You may only specify one of these parameters: charge, payment_intent. keybrake prices the refund of one of them and forwarded nothing.")
+	}
 	id := chargeID
 	if id == "" {
 		id = piID
@@ -159,6 +168,18 @@ func (p *Pricer) refund(ctx context.Context, form *Form, account, chargeID, piID
 	})
 	if err != nil {
 		return Price{}, err
+	}
+	if form.Has("currency") {
+		// The amount is priced in the refunded charge's currency; a
+		// currency param (the currency of a customer-balance refund) that
+		// says another is an amount keybrake would count in the wrong unit.
+		c, err := currencyParam(form)
+		if err != nil {
+			return Price{}, err
+		}
+		if c != pr.Currency {
+			return Price{}, keybrake.ErrorParam("currency", "currency %s is not the currency of the payment refunded (%s); keybrake prices the refund in the payment's currency and forwarded nothing.", c, pr.Currency)
+		}
 	}
 	if amount > 0 {
 		pr.Amount = amount
