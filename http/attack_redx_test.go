@@ -3,6 +3,9 @@ package http_test
 import (
 	"net/http"
 	"testing"
+	"time"
+
+	"github.com/keybrake/keybrake/stripesim"
 )
 
 // TestAttackLifecycle_OwnSuspensionUndoneByParentResume: an operator
@@ -55,4 +58,73 @@ func TestAttackLifecycle_OwnSuspensionUndoneByParentResume(t *testing.T) {
 		child.must(t, http.StatusOK, "POST", "/v1/charges", charge)
 		grand.must(t, http.StatusOK, "POST", "/v1/charges", charge)
 	})
+}
+
+// TestAttackApproval_UsedApprovalOutlivesItsTTL: an approval lives
+// ttl_seconds (here one minute, what the approver saw as "Expires"), and
+// the first approved retry marks it used. When Stripe refused that retry
+// before acting on it (a 429 rate limit, which the key holder can reach
+// with free reads; Stripe saves no answer), its reservation was released
+// and the used approval covered the same request forever: two hours after
+// the approval expired, the holder's retry was reserved anew and charged
+// $50.00. A used approval now covers a request forwarded anew only until
+// it expires; past it only a replay of what Stripe did (or saved) goes
+// through, and the rest must be asked for again.
+func TestAttackApproval_UsedApprovalOutlivesItsTTL(t *testing.T) {
+	e := MustOpen(t)
+	a := newAttacker(t, e, `{"total_usd_cap":1000,"allowed_endpoints":["charges.create"],"approval":{"above_usd":10,"ttl_seconds":60}}`)
+	idem := Header{"Idempotency-Key", "charge-50"}
+	charge := "amount=5000&currency=usd&source=tok_visa"
+	v := a.must(t, http.StatusPaymentRequired, "POST", "/v1/charges", charge, idem)
+	apr, _ := v["error"].(map[string]any)["keybrake"].(map[string]any)["approval_id"].(string)
+	if resp, out := e.Admin(t, "POST", "/vault/approvals/"+apr+"/approve", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve %s: %d %s", apr, resp.StatusCode, out)
+	}
+	if _, err := e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/charges", Mode: stripesim.FaultFailBefore, Status: 429, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a.must(t, http.StatusTooManyRequests, "POST", "/v1/charges", charge, idem)
+	e.Clock.Set(e.Clock.Now().Add(2 * time.Hour))
+	if status, v := a.call(t, "POST", "/v1/charges", charge, idem); status == http.StatusOK {
+		t.Errorf("a charge two hours after its one-minute approval expired: %d %v", status, v)
+	}
+	if cents := e.movedCents(); cents != 0 {
+		t.Fatalf("%d cents moved past an expired approval", cents)
+	}
+	// Asked again under a new key, it waits for a person again.
+	a.must(t, http.StatusPaymentRequired, "POST", "/v1/charges", charge, Header{"Idempotency-Key", "charge-50-again"})
+}
+
+// TestAttackApproval_UnpricedUsedApprovalOutlivesItsTTL: an unpriced
+// operation's approval is marked used when its retry is forwarded, with no
+// reservation, and covered retries for 23 hours after it was asked for,
+// whatever its ttl_seconds, as replays of what Stripe saved. A retry that
+// Stripe refused before acting (a 429) saved nothing, so two hours after
+// a one-minute approval expired the holder's retry made the payment link,
+// uncounted. A used unpriced approval now covers retries only until it
+// expires.
+func TestAttackApproval_UnpricedUsedApprovalOutlivesItsTTL(t *testing.T) {
+	e := MustOpen(t)
+	_, secret := e.CreateKey(t, `{"total_usd_cap":100,"allowed_endpoints":["*"],"allow_unpriced":true,"approval":{"operations":["payment_links.create"],"ttl_seconds":60}}`)
+	a := &attacker{e: e, secret: secret}
+	price := a.must(t, 200, "POST", "/v1/prices", "unit_amount=5000&currency=usd&product_data[name]=x")
+	link := "line_items[0][price]=" + id(price) + "&line_items[0][quantity]=1"
+	idem := Header{"Idempotency-Key", "link-1"}
+	v := a.must(t, http.StatusPaymentRequired, "POST", "/v1/payment_links", link, idem)
+	apr, _ := v["error"].(map[string]any)["keybrake"].(map[string]any)["approval_id"].(string)
+	if resp, out := e.Admin(t, "POST", "/vault/approvals/"+apr+"/approve", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve: %d %s", resp.StatusCode, out)
+	}
+	if _, err := e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: "/v1/payment_links", Mode: stripesim.FaultFailBefore, Status: 429, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a.must(t, http.StatusTooManyRequests, "POST", "/v1/payment_links", link, idem)
+	e.Clock.Advance(2 * time.Hour)
+	e.Sim.Advance(2 * time.Hour)
+	if status, v := a.call(t, "POST", "/v1/payment_links", link, idem); status == http.StatusOK {
+		t.Errorf("a payment link two hours after its one-minute approval expired: %d %v", status, v)
+	}
+	if n := len(e.Sim.GroundTruth().PaymentLinks); n != 0 {
+		t.Fatalf("%d payment links made past an expired approval", n)
+	}
 }
