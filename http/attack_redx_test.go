@@ -128,3 +128,35 @@ func TestAttackApproval_UnpricedUsedApprovalOutlivesItsTTL(t *testing.T) {
 		t.Fatalf("%d payment links made past an expired approval", n)
 	}
 }
+
+// TestAttackApproval_UsedCaptureApprovalOutlivesItsTTL: on an object the
+// key holds, an operation the policy names (a capture) waits for a person
+// with nothing to raise, and its approval is marked used before the
+// capture is forwarded. Stripe refused the approved capture before acting
+// (a 429), and two hours after the one-minute approval expired the
+// holder's retry captured $50.00. The money was counted (the hold), but
+// not approved: the person approved a capture before the expiry shown.
+func TestAttackApproval_UsedCaptureApprovalOutlivesItsTTL(t *testing.T) {
+	e := MustOpen(t)
+	a := newAttacker(t, e, `{"total_usd_cap":1000,"allowed_endpoints":["*"],"approval":{"operations":["payment_intents.capture"],"ttl_seconds":60}}`)
+	pi := a.must(t, 200, "POST", "/v1/payment_intents", "amount=5000&currency=usd&payment_method=pm_card_visa&confirm=true&capture_method=manual")
+	capture := "/v1/payment_intents/" + id(pi) + "/capture"
+	idem := Header{"Idempotency-Key", "capture-1"}
+	v := a.must(t, http.StatusPaymentRequired, "POST", capture, "", idem)
+	apr, _ := v["error"].(map[string]any)["keybrake"].(map[string]any)["approval_id"].(string)
+	if resp, out := e.Admin(t, "POST", "/vault/approvals/"+apr+"/approve", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve: %d %s", resp.StatusCode, out)
+	}
+	if _, err := e.Sim.AddFault(stripesim.Fault{Method: "POST", Path: capture, Mode: stripesim.FaultFailBefore, Status: 429, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a.must(t, http.StatusTooManyRequests, "POST", capture, "", idem)
+	e.Clock.Advance(2 * time.Hour)
+	e.Sim.Advance(2 * time.Hour)
+	if status, v := a.call(t, "POST", capture, "", idem); status == http.StatusOK {
+		t.Errorf("a capture two hours after its one-minute approval expired: %d %v", status, v["status"])
+	}
+	if cents := e.movedCents(); cents != 0 {
+		t.Fatalf("%d cents captured past an expired approval", cents)
+	}
+}
