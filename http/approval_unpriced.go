@@ -12,9 +12,10 @@ import (
 // Such a request is never reserved, so the reserve step's approval never
 // sees it; here it waits for a person the same way, matched by its
 // Idempotency-Key, and its approval is marked used with no reservation.
-// An approval used more than 23 hours after it was asked for no longer
-// covers a retry: past Stripe's 24-hour window the same Idempotency-Key
-// would make a new object, and nothing else counts it. It writes the
+// An approval used more than 23 hours after it was asked for, or past its
+// expiry, no longer covers a retry: past Stripe's 24-hour window the same
+// Idempotency-Key would make a new object, and a retry of a request Stripe
+// refused before acting acts anew at any time; nothing else counts it. It writes the
 // refusal and returns false when the request must not be forwarded.
 func (p *proxy) approveUnpriced(w http.ResponseWriter, r *http.Request, c *call) bool {
 	if c.req.Class != ClassUnpriced || approvalRequires(c.key.Approval, c.req.Label, 0) == "" {
@@ -24,8 +25,17 @@ func (p *proxy) approveUnpriced(w http.ResponseWriter, r *http.Request, c *call)
 	if !ok {
 		return false
 	}
-	if a.State == keybrake.ApprovalUsed && p.s.Now().Sub(a.CreatedAt) > idempotencyWindow-time.Hour {
+	now := p.s.Now()
+	if a.State == keybrake.ApprovalUsed && now.Sub(a.CreatedAt) > idempotencyWindow-time.Hour {
 		p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s was used more than 23 hours ago; Stripe forgets the Idempotency-Key after 24 hours and would act anew. Send the request under a new key to ask again.", a.ID), nil)
+		return false
+	}
+	if a.State == keybrake.ApprovalUsed && !now.Before(a.ExpiresAt) {
+		// Nothing tells whether Stripe saved the first answer: one it
+		// refused before acting (a 429, a 400) is not, and the retry acts
+		// anew, uncounted, after the approval the person gave expired
+		// (TestAttackApproval_UnpricedUsedApprovalOutlivesItsTTL).
+		p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s expired at %s; a retry now may act anew, so keybrake refused it without forwarding it. Send the request under a new Idempotency-Key to ask again.", a.ID, a.ExpiresAt.Format(time.RFC3339)), nil)
 		return false
 	}
 	p.useApproval(r, a, &keybrake.Reservation{})

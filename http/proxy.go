@@ -517,7 +517,15 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, price f
 			// Stripe saves the answer of a request that started executing
 			// (a decline, 402), not of one refused before it (a 400, a 429
 			// rate limit): under the same key the retry runs anew and may
-			// charge, so it is reserved anew, under every cap.
+			// charge, so it is reserved anew, under every cap. A person's
+			// approval covers that new attempt only while it lives: the
+			// approval is used, but nothing it approved has happened, and
+			// the approver saw when it expires
+			// (TestAttackApproval_UsedApprovalOutlivesItsTTL).
+			if approval != nil && !now.Before(approval.ExpiresAt) {
+				p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s expired at %s, and Stripe did not act on the request it approved (answered %d), so this retry would act anew; keybrake refused it without forwarding it. Send it again under a new Idempotency-Key to ask again.", approval.ID, approval.ExpiresAt.Format(time.RFC3339), prev.UpstreamStatus), nil)
+				return false
+			}
 			return p.rearm(w, r, c, rsv, now)
 		}
 		if now.Sub(res.Reservation.CreatedAt) > idempotencyWindow-time.Hour {

@@ -100,14 +100,24 @@ func (s *Store) suspendKey(ctx context.Context, id, reason string, now time.Time
 	// The key's descendants that are neither suspended nor revoked are
 	// suspended in the same statement, marked suspended_by it, so resuming
 	// it resumes exactly them.
+	// A key, or descendant, that an ancestor's cascade had suspended
+	// (suspended_by another key) becomes this suspension's own: otherwise
+	// the suspension changed nothing, and the ancestor's resume resumed
+	// what an operator had just suspended
+	// (TestAttackLifecycle_OwnSuspensionUndoneByParentResume). The two
+	// CTEs update disjoint rows: unsuspended ones, and suspended ones.
 	return s.setSuspension(ctx, "suspend key "+id, e, `WITH RECURSIVE d(id) AS (
 			SELECT id FROM keys WHERE parent_id = $1
 			UNION SELECT c.id FROM keys c JOIN d ON c.parent_id = d.id),
 		children AS (UPDATE keys SET suspended_at = $2, suspended_reason = $4, suspended_by = $1, updated_at = $2
-			WHERE id IN (SELECT id FROM d) AND suspended_at IS NULL AND revoked_at IS NULL)
+			WHERE id IN (SELECT id FROM d) AND suspended_at IS NULL AND revoked_at IS NULL),
+		taken AS (UPDATE keys SET suspended_by = $1, suspended_reason = $4, updated_at = $2
+			WHERE id IN (SELECT id FROM d) AND suspended_at IS NOT NULL AND suspended_by <> ''
+				AND suspended_by <> $1 AND suspended_by NOT IN (SELECT id FROM d))
 		UPDATE keys
-		SET suspended_reason = CASE WHEN suspended_at IS NULL THEN $3 ELSE suspended_reason END,
-		    updated_at = CASE WHEN suspended_at IS NULL THEN $2 ELSE updated_at END,
+		SET suspended_reason = CASE WHEN suspended_at IS NULL OR suspended_by <> '' THEN $3 ELSE suspended_reason END,
+		    updated_at = CASE WHEN suspended_at IS NULL OR suspended_by <> '' THEN $2 ELSE updated_at END,
+		    suspended_by = '',
 		    suspended_at = COALESCE(suspended_at, $2)
 		WHERE id = $1 RETURNING `+keyColumns, id, ts(now), reason, "parent "+id+" suspended: "+reason)
 }

@@ -335,6 +335,9 @@ func (s *Store) SuspendKey(ctx context.Context, id, reason string, now time.Time
 func (s *Store) suspendKey(ctx context.Context, id, reason string, now time.Time, e *keybrake.AdminEvent) (*keybrake.Key, error) {
 	var children []string
 	k, err := s.setSuspension(ctx, id, e, func(tx *sql.Tx) (err error) {
+		if err := takeOverSuspension(context.Background(), tx, id, reason, dbTime(now)); err != nil {
+			return err
+		}
 		if err := s.suspendIn(context.Background(), tx, id, reason, dbTime(now)); err != nil {
 			return err
 		}

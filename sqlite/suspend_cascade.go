@@ -19,6 +19,29 @@ func suspendDescendants(ctx context.Context, tx *sql.Tx, id, reason string, at t
 		id, at.UnixMicro(), "parent "+id+" suspended: "+reason))
 }
 
+// takeOverSuspension makes, inside tx, an explicit suspension of id its
+// own where an ancestor's cascade had already suspended it or some of its
+// descendants: id's mark (suspended_by) is cleared and its reason becomes
+// this suspension's, and each descendant marked by a key outside id's
+// subtree (an ancestor's cascade) is marked suspended_by id. Without it the
+// suspension changed nothing (a suspended key stays as it was), and the
+// ancestor's resume resumed the key an operator had just suspended, with its
+// children (TestAttackLifecycle_OwnSuspensionUndoneByParentResume).
+func takeOverSuspension(ctx context.Context, tx *sql.Tx, id, reason string, at time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE keys SET suspended_by = '', suspended_reason = ?2, updated_at = ?3
+		WHERE id = ?1 AND suspended_at IS NOT NULL AND suspended_by <> ''`, id, reason, at.UnixMicro()); err != nil {
+		return wrap(err, "suspend key %s", id)
+	}
+	_, err := tx.ExecContext(ctx, `WITH RECURSIVE d(id) AS (
+			SELECT id FROM keys WHERE parent_id = ?1
+			UNION SELECT k.id FROM keys k JOIN d ON k.parent_id = d.id)
+		UPDATE keys SET suspended_by = ?1, suspended_reason = ?3, updated_at = ?2
+		WHERE id IN (SELECT id FROM d) AND suspended_at IS NOT NULL AND suspended_by <> ''
+			AND suspended_by <> ?1 AND suspended_by NOT IN (SELECT id FROM d)`,
+		id, at.UnixMicro(), "parent "+id+" suspended: "+reason)
+	return wrap(err, "suspend key %s", id)
+}
+
 // resumeDescendants resumes, inside tx, the keys id's suspension suspended
 // (suspended_by id), and returns their IDs.
 func resumeDescendants(ctx context.Context, tx *sql.Tx, id string, at time.Time) ([]string, error) {

@@ -149,4 +149,70 @@ func testApprovalAlerts(t *testing.T, open opener) {
 			t.Fatalf("child resumed by hand: %+v", k)
 		}
 	})
+	// A key an ancestor's cascade suspended, then suspended on its own,
+	// keeps its own suspension (and its descendants theirs) when the
+	// ancestor resumes: the ancestor's resume resumed it before
+	// (http/TestAttackLifecycle_OwnSuspensionUndoneByParentResume).
+	t.Run("OwnSuspensionOutlivesAncestorResume", func(t *testing.T) {
+		s := open(t)
+		day := T0.Add(2 * time.Hour)
+		p := NewKey("vk_parent")
+		p.Total, p.Mint = Ptr(USD(100)), true
+		p.AllowedEndpoints = []string{"charges.create"}
+		p = MustCreateKey(t, s, p)
+		c := NewChild("vk_child", p, USD(40), day)
+		c.Mint = true
+		MustMint(t, s, p.ID, c, T0)
+		MustMint(t, s, "vk_child", NewChild("vk_grand", c, USD(10), day), T0)
+		at := T0.Add(time.Minute)
+		if _, err := s.SuspendKey(ctx, p.ID, "incident 7", at); err != nil {
+			t.Fatal(err)
+		}
+		k, err := s.SuspendKey(ctx, "vk_child", "operator", at.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.SuspendedAt == nil || !k.SuspendedAt.Equal(at) || k.SuspendedReason != "operator" {
+			t.Fatalf("child suspended on its own after its parent: %+v", k)
+		}
+		if _, err := s.ResumeKey(ctx, p.ID, at.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"vk_child", "vk_grand"} {
+			if k := mustFindKey(t, s, id); k.SuspendedAt == nil {
+				t.Fatalf("%s resumed with the parent after the child's own suspension", id)
+			}
+		}
+		if _, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewReservation("vk_grand", "g1", USD(1)), Now: at.Add(2 * time.Minute)}); err == nil {
+			t.Fatal("grandchild reserved under a suspended child")
+		}
+		// Resuming a child by hand, then suspending it while its parent
+		// is suspended again, takes its child over too.
+		if _, err := s.ResumeKey(ctx, "vk_child", at.Add(3*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SuspendKey(ctx, p.ID, "again", at.Add(4*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ResumeKey(ctx, "vk_child", at.Add(5*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SuspendKey(ctx, "vk_child", "operator", at.Add(6*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ResumeKey(ctx, p.ID, at.Add(7*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if k := mustFindKey(t, s, "vk_grand"); k.SuspendedAt == nil {
+			t.Fatal("grandchild resumed with the root while its own parent is suspended")
+		}
+		if _, err := s.ResumeKey(ctx, "vk_child", at.Add(8*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"vk_child", "vk_grand"} {
+			if k := mustFindKey(t, s, id); k.SuspendedAt != nil {
+				t.Fatalf("%s still suspended after the child resumed: %+v", id, k)
+			}
+		}
+	})
 }
