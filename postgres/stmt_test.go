@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -87,6 +88,26 @@ func TestReserveStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	if rate := os.Getenv("KEYBRAKE_STMT_AUTOEXPLAIN"); rate != "" {
+		// A sample (rate, 0 to 1) of the statements, nested ones included, with its
+		// plan, buffers and triggers, into the server's log, which is
+		// copied to KEYBRAKE_STMT_AUTOEXPLAIN_LOG at the end.
+		for _, q := range []string{`LOAD 'auto_explain'`, `ALTER SYSTEM SET session_preload_libraries = 'auto_explain'`, `ALTER SYSTEM SET auto_explain.log_min_duration = 0`,
+			`ALTER SYSTEM SET auto_explain.sample_rate = ` + rate,
+			`ALTER SYSTEM SET auto_explain.log_nested_statements = on`, `ALTER SYSTEM SET auto_explain.log_analyze = on`,
+			`ALTER SYSTEM SET auto_explain.log_buffers = on`, `ALTER SYSTEM SET auto_explain.log_triggers = on`, `SELECT pg_reload_conf()`} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if to := os.Getenv("KEYBRAKE_STMT_AUTOEXPLAIN_LOG"); to != "" {
+			defer func() {
+				if raw, err := os.ReadFile(filepath.Join(filepath.Dir(dataDir), "log")); err == nil {
+					_ = os.WriteFile(to, raw, 0o644)
+				}
+			}()
+		}
+	}
 	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
 		t.Skipf("no pg_stat_statements: %v", err)
 	}
@@ -105,6 +126,12 @@ func TestReserveStatements(t *testing.T) {
 		selU     float64            // server µs of SELECT 1
 		insU     float64            // server µs of the INSERT (its commit is not in it)
 		inside   float64            // statements of functions and triggers per reservation
+		// CPU µs a call of one backend of its own (/proc), which unlike
+		// the times above does not count the time it waited for a core:
+		// keybrake_reserve alone, and the floor's INSERT + commit and
+		// SELECT 1.
+		cpuReserve, cpuInsert, cpuSelect float64
+		io                               string // buffers by table and index, and HOT updates, a charge
 	}
 	// waitGone waits until the sessions of app have exited, when a
 	// backend flushes its function statistics.
@@ -185,6 +212,7 @@ func TestReserveStatements(t *testing.T) {
 		// The first charge of the session plans its statements; then
 		// the count starts.
 		funcs0 := functionStats(t, conn, schema)
+		io0 := ioStats(t, conn, schema)
 		charges(s, 200, 201, nil)
 		if _, err := conn.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
 			t.Fatal(err)
@@ -257,6 +285,7 @@ func TestReserveStatements(t *testing.T) {
 		s.Close()
 		waitGone(t, app)
 		funcs1 := functionStats(t, conn, schema)
+		out.io = ioDelta(io0, ioStats(t, conn, schema), n+1)
 		out.funcs = map[string]float64{}
 		for f, z := range funcs1 {
 			if c := z.calls - funcs0[f].calls; c > 0 {
@@ -275,6 +304,7 @@ func TestReserveStatements(t *testing.T) {
 		if os.Getenv("KEYBRAKE_STMT_EXPLAIN") != "" {
 			explainReserve(t, withParam(base, "application_name", app+"_explain"))
 		}
+		out.cpuReserve, out.cpuInsert, out.cpuSelect = backendCPU(t, withParam(base, "application_name", app+"_cpu"), n)
 		return out
 	}
 
@@ -287,6 +317,7 @@ func TestReserveStatements(t *testing.T) {
 		for _, tc := range cases {
 			res := run(t, tc.guarded, fmt.Sprintf("pgstmt_%s_%d", strings.ToLower(tc.name), r))
 			results[tc.name] = append(results[tc.name], res)
+			t.Logf("%s run %d: backend CPU a call: keybrake_reserve %.1f µs, INSERT + commit %.1f µs, SELECT 1 %.1f µs", tc.name, r+1, res.cpuReserve, res.cpuInsert, res.cpuSelect)
 			t.Logf("%s run %d: Reserve %d µs at the client (median), keybrake_reserve %.0f µs in the server (mean); floor: SELECT 1 %d µs at the client, %.1f µs in the server; INSERT + commit %d µs at the client, %.1f µs in the server (without its commit)",
 				tc.name, r+1, res.reserve.Microseconds(), res.reserveU, res.floorSel.Microseconds(), res.selU, res.floorIns.Microseconds(), res.insU)
 		}
@@ -357,14 +388,19 @@ func TestReserveStatements(t *testing.T) {
 			slices.Sort(c)
 			fmt.Fprintf(&b, " %s %.3f;", f, c[len(c)/2])
 		}
-		var res, srv, sel, ins, selU, insU []float64
+		var res, srv, sel, ins, selU, insU, cr, ci, cs []float64
 		for _, r := range rs {
+			cr, ci, cs = append(cr, r.cpuReserve), append(ci, r.cpuInsert), append(cs, r.cpuSelect)
 			res, srv = append(res, float64(r.reserve.Microseconds())), append(srv, r.reserveU)
 			sel, ins = append(sel, float64(r.floorSel.Microseconds())), append(ins, float64(r.floorIns.Microseconds()))
 			selU, insU = append(selU, r.selU), append(insU, r.insU)
 		}
 		fmt.Fprintf(&b, "\n  Reserve at the client, µs (median of each run) min med max: %s; keybrake_reserve in the server, µs: %s", mmm(res), mmm(srv))
 		fmt.Fprintf(&b, "\n  floor: SELECT 1 at the client %s, in the server %s; INSERT + commit at the client %s, in the server %s (µs)", mmm(sel), mmm(selU), mmm(ins), mmm(insU))
+		for i, r := range rs {
+			fmt.Fprintf(&b, "\n  run %d, a charge: %s", i+1, r.io)
+		}
+		fmt.Fprintf(&b, "\n  backend CPU µs a call, on a session of its own: keybrake_reserve %s; floor: INSERT + commit %s, SELECT 1 %s", mmm(cr), mmm(ci), mmm(cs))
 		fmt.Fprintf(&b, "\n  statements inside functions and triggers a charge (reservation, settlement, events): %.2f", inside)
 		t.Log(b.String())
 	}
@@ -403,6 +439,121 @@ func explainReserve(t *testing.T, dsn string) {
 		}
 	}
 	t.Log(log.String())
+}
+
+// backendCPU measures on one session the CPU its backend spends (utime +
+// stime in /proc, 10 ms ticks: n calls make it exact to a few µs a call)
+// on n calls of keybrake_reserve on key_0 (no settlement between them),
+// then on n one-row INSERTs, each with its commit, and n SELECT 1; µs a
+// call each. -1 where /proc cannot be read.
+func backendCPU(t *testing.T, dsn string, n int) (reserve, insert, sel float64) {
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var pid int
+	if err := c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	cpu := func() time.Duration {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return -1
+		}
+		f := strings.Fields(string(raw)[strings.LastIndexByte(string(raw), ')')+1:])
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(u+s) * time.Second / 100
+	}
+	measure := func(m int, call func(i int)) float64 {
+		for i := range 50 { // plans made, caches warm
+			call(-1 - i)
+		}
+		c0 := cpu()
+		for i := range m {
+			call(i)
+		}
+		if c1 := cpu(); c0 >= 0 && c1 >= 0 {
+			return float64((c1 - c0).Microseconds()) / float64(m)
+		}
+		return -1
+	}
+	reserve = measure(n, func(i int) {
+		now := storetest.T0.Add(2*time.Hour + time.Duration(i+100)*time.Millisecond)
+		day, month := keybrake.Buckets(now, time.UTC)
+		var status string
+		if err := c.QueryRow(ctx, `SELECT status FROM keybrake_reserve($1, 'key_0', $2, $3, 'charges.create', 100, 'usd', 1000000, $4, $5,
+			'POST', '/v1/charges', 'amount=100&currency=usd'::bytea, '', '', $6, '', '', false, '')`,
+			fmt.Sprintf("res_cpu_%d", i), fmt.Sprintf("idem_cpu_%d", i), fmt.Sprintf("fp_cpu_%d", i), day, month, now).Scan(&status); err != nil || status != "ok" {
+			t.Fatalf("keybrake_reserve: %q, %v", status, err)
+		}
+	})
+	if _, err := c.Exec(ctx, `CREATE TABLE floor_cpu (id bigint PRIMARY KEY, v text NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	insert = measure(n, func(i int) {
+		if _, err := c.Exec(ctx, `INSERT INTO floor_cpu (id, v) VALUES ($1, 'x')`, i); err != nil {
+			t.Fatal(err)
+		}
+	})
+	sel = measure(n, func(int) {
+		if _, err := c.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return reserve, insert, sel
+}
+
+type ioStat struct{ blks, upd, hot int64 }
+
+// ioStats reads the buffers read or hit in each table and index of schema
+// (pg_statio_user_tables and _indexes), and each table's updates and HOT
+// updates, as flushed by the sessions that have exited.
+func ioStats(t *testing.T, conn *pgx.Conn, schema string) map[string]ioStat {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `SELECT 'heap ' || relname, coalesce(heap_blks_hit + heap_blks_read, 0),
+			(SELECT n_tup_upd FROM pg_stat_user_tables u WHERE u.relid = s.relid), (SELECT n_tup_hot_upd FROM pg_stat_user_tables u WHERE u.relid = s.relid)
+			FROM pg_statio_user_tables s WHERE schemaname = $1
+		UNION ALL SELECT indexrelname, coalesce(idx_blks_hit + idx_blks_read, 0), 0, 0 FROM pg_statio_user_indexes WHERE schemaname = $1`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]ioStat{}
+	for rows.Next() {
+		var name string
+		var st ioStat
+		if err := rows.Scan(&name, &st.blks, &st.upd, &st.hot); err != nil {
+			t.Fatal(err)
+		}
+		m[name] = st
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// ioDelta says what changed from a to b per charge, the most first.
+func ioDelta(a, b map[string]ioStat, n int) string {
+	var names []string
+	for k, z := range b {
+		if z.blks-a[k].blks > int64(n)/10 {
+			names = append(names, k)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return b[names[i]].blks-a[names[i]].blks > b[names[j]].blks-a[names[j]].blks })
+	var sb strings.Builder
+	for _, k := range names {
+		d := ioStat{b[k].blks - a[k].blks, b[k].upd - a[k].upd, b[k].hot - a[k].hot}
+		fmt.Fprintf(&sb, "%s %.1f", k, float64(d.blks)/float64(n))
+		if d.upd > 0 {
+			fmt.Fprintf(&sb, " (updates %.2f, HOT %.2f)", float64(d.upd)/float64(n), float64(d.hot)/float64(n))
+		}
+		sb.WriteString("; ")
+	}
+	return sb.String()
 }
 
 // median returns the median of ds.

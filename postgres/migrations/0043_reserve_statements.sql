@@ -156,8 +156,12 @@ BEGIN
 	END IF;
 
 	-- A window's counter is read only if the window has a cap to check.
+	-- The replay is looked up here only for a key with guards (which may
+	-- act, a breaker suspending the key, and must not for a replay);
+	-- otherwise by the insert's arbiter below, or before a refusal.
 	SELECT
-		(SELECT id FROM reservations WHERE key_id = p_key_id AND idempotency_key = p_idempotency_key),
+		CASE WHEN k.guards IS NOT NULL THEN
+			(SELECT id FROM reservations WHERE key_id = p_key_id AND idempotency_key = p_idempotency_key) END,
 		CASE WHEN k.daily_cap IS NOT NULL THEN
 			COALESCE((SELECT micros FROM spend_counters WHERE key_id = p_key_id AND window_name = 'daily' AND bucket = p_day), 0) END,
 		CASE WHEN k.monthly_cap IS NOT NULL THEN
@@ -171,17 +175,27 @@ BEGIN
 		RETURN;
 	END IF;
 
-	status := 'over';
 	IF k.per_request_cap IS NOT NULL AND p_micros > k.per_request_cap THEN
-		win := 'per_request'; cap := k.per_request_cap; spent := 0; RETURN;
+		win := 'per_request'; cap := k.per_request_cap; spent := 0;
 	ELSIF k.daily_cap IS NOT NULL AND p_micros > k.daily_cap - c_day THEN
-		win := 'daily'; cap := k.daily_cap; spent := c_day; RETURN;
+		win := 'daily'; cap := k.daily_cap; spent := c_day;
 	ELSIF k.monthly_cap IS NOT NULL AND p_micros > k.monthly_cap - c_month THEN
-		win := 'monthly'; cap := k.monthly_cap; spent := c_month; RETURN;
+		win := 'monthly'; cap := k.monthly_cap; spent := c_month;
 	ELSIF k.total_cap IS NOT NULL AND p_micros > k.total_cap - c_total THEN
-		win := 'total'; cap := k.total_cap; spent := c_total; RETURN;
+		win := 'total'; cap := k.total_cap; spent := c_total;
 	END IF;
-	win := NULL; cap := NULL; spent := NULL;
+	IF win IS NOT NULL THEN
+		-- Over a cap, unless it is a replay (which answers first, as ever).
+		IF k.guards IS NULL THEN
+			SELECT id INTO replay_id FROM reservations WHERE key_id = p_key_id AND idempotency_key = p_idempotency_key;
+			IF replay_id IS NOT NULL THEN
+				status := 'replay'; win := NULL; cap := NULL; spent := NULL;
+				RETURN;
+			END IF;
+		END IF;
+		status := 'over';
+		RETURN;
+	END IF;
 
 	IF k.guards IS NOT NULL THEN
 		gc := keybrake_guard_check(k, p_fingerprint, p_operation, p_micros, p_customer, p_dup_key, p_override, p_now);
@@ -206,7 +220,16 @@ BEGIN
 		p_method, p_path, p_body, p_stripe_account, p_stripe_version,
 		'', 0, 0, '', NULL, p_now, p_now,
 		p_customer, p_dup_key, v_counted,
-		k.guards IS NOT NULL AND p_fingerprint <> '' AND coalesce(keybrake_repeat_rule(k.guards), false));
+		k.guards IS NOT NULL AND p_fingerprint <> '' AND coalesce(keybrake_repeat_rule(k.guards), false))
+	ON CONFLICT (key_id, idempotency_key) DO NOTHING;
+	IF NOT FOUND THEN
+		-- A replay of a key without guards: its reservation is there (the
+		-- key's row lock orders every reservation of the key, so it was
+		-- committed before this one began), nothing reserved or counted.
+		SELECT id INTO replay_id FROM reservations WHERE key_id = p_key_id AND idempotency_key = p_idempotency_key;
+		status := 'replay';
+		RETURN;
+	END IF;
 	-- The counters, and the threshold alerts of the windows that may have
 	-- crossed one (old = new - p_micros: the upsert adds p_micros to the
 	-- row it finds or inserts it).
