@@ -104,11 +104,11 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- The triggers keybrake_reserve does the work of, skipped for it alone.
-DROP TRIGGER reservations_refuse_suspended ON reservations;
+DROP TRIGGER IF EXISTS reservations_refuse_suspended ON reservations;
 CREATE TRIGGER reservations_refuse_suspended BEFORE INSERT ON reservations
 	FOR EACH ROW WHEN (current_setting('keybrake.reserving', true) IS DISTINCT FROM 'on')
 	EXECUTE FUNCTION keybrake_refuse_suspended();
-DROP TRIGGER spend_counters_alert ON spend_counters;
+DROP TRIGGER IF EXISTS spend_counters_alert ON spend_counters;
 CREATE TRIGGER spend_counters_alert AFTER INSERT OR UPDATE OF micros ON spend_counters
 	FOR EACH ROW WHEN (current_setting('keybrake.reserving', true) IS DISTINCT FROM 'on')
 	EXECUTE FUNCTION keybrake_alert_threshold();
