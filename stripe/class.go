@@ -299,3 +299,48 @@ func webhookDisabled(f *Form) bool {
 }
 
 func noForwarding(f *Form) bool { return !f.Has("forwarding_settings") }
+
+// featuresOff allows a features write that only turns features off (every
+// requested=false) or asks for deposit insurance. Turning on card_issuing
+// lets the cards attached to the account draw its funds again, with no
+// request through keybrake (authorizations within the cards' spending
+// controls are approved by Stripe); financial_addresses lets an outside
+// party pull its funds by ACH debit. Both are what the features parameter
+// of treasury.financial_accounts.update, unpriced, does.
+func featuresOff(f *Form) bool {
+	for name, v := range f.Tree {
+		switch name {
+		case "expand":
+			continue
+		case "deposit_insurance":
+			if _, ok := f.Get(name, "requested"); ok && len(f.Map(name)) == 1 {
+				continue
+			}
+			return false
+		}
+		if !allRequestedFalse(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// allRequestedFalse reports whether every leaf under v is a requested=false.
+func allRequestedFalse(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, c := range m {
+		if s, ok := c.(string); ok {
+			if k != "requested" || s != "false" {
+				return false
+			}
+			continue
+		}
+		if !allRequestedFalse(c) {
+			return false
+		}
+	}
+	return true
+}

@@ -55,7 +55,9 @@ type Pricer struct {
 //     refund the charge in the path the same way. A refund that names a
 //     payment_intent besides its charge, or a currency other than the
 //     refunded payment's, is refused: Stripe could read either as another
-//     refund than the one priced.
+//     refund than the one priced. So is refund_application_fee (anything
+//     but false), which also returns an application fee the price does not
+//     count.
 //
 // Returns EINVALID naming the param for a missing or malformed amount,
 // currency, charge or payment_intent; EFORBIDDEN for an operation keybrake
@@ -151,6 +153,15 @@ func (p *Pricer) refund(ctx context.Context, form *Form, account, chargeID, piID
 		}
 		if chargeID == "" && piID == "" {
 			return Price{}, keybrake.ErrorParam("charge", "Missing required param: charge or payment_intent.")
+		}
+	}
+	// refund_application_fee also returns the application fee, from the
+	// platform's balance to the connected account, in proportion to the
+	// refund: money out that Stripe's answer (a refund of amount) does not
+	// show, as application_fees.refund, unpriced, moves it.
+	if form.Has("refund_application_fee") {
+		if v, ok := form.Get("refund_application_fee"); !ok || v != "false" {
+			return Price{}, keybrake.ErrorParam("refund_application_fee", "keybrake prices the refund, not the application fee refund_application_fee returns from the platform's balance; refund the fee with application_fees.refund instead. Nothing was forwarded.")
 		}
 	}
 	// keybrake prices one object; a second name of what to refund (a

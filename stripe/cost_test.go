@@ -178,6 +178,8 @@ func TestPricer_PriceErrors(t *testing.T) {
 		{"ErrRefundLegacyPathAndIntent", "POST", "/v1/charges/ch_usd/refund", "payment_intent=pi_kwd", keybrake.EINVALID, "payment_intent"},
 		{"ErrRefundLegacyListAndIntent", "POST", "/v1/charges/ch_usd/refunds", "payment_intent=pi_kwd&amount=10", keybrake.EINVALID, "payment_intent"},
 		{"ErrRefundOtherCurrency", "POST", "/v1/refunds", "charge=ch_usd&amount=10&currency=kwd", keybrake.EINVALID, "currency"},
+		{"ErrRefundApplicationFee", "POST", "/v1/refunds", "charge=ch_usd&amount=10&refund_application_fee=true", keybrake.EINVALID, "refund_application_fee"},
+		{"ErrRefundApplicationFeeLegacy", "POST", "/v1/charges/ch_usd/refunds", "refund_application_fee=yes", keybrake.EINVALID, "refund_application_fee"},
 		{"ErrCaptureBadAmount", "POST", "/v1/payment_intents/pi_eur/capture", "amount_to_capture=0", keybrake.EINVALID, "amount_to_capture"},
 		{"ErrConfirmNotFound", "POST", "/v1/payment_intents/pi_nope/confirm", "", keybrake.ENOTFOUND, ""},
 		{"ErrLookupNegative", "POST", "/v1/payment_intents/pi_bad/confirm", "", keybrake.EINTERNAL, ""},
