@@ -102,13 +102,21 @@ func (b *batcher) queue(ctx context.Context, op *writeOp) error {
 		case <-op.done:
 			return op.err
 		case b.lead <- struct{}{}:
-			select {
-			case <-op.done: // answered by the leader before
-			default:
-				b.run()
-			}
-			<-b.lead
+			b.lead1(op)
 		}
+	}
+}
+
+// lead1 commits one batch as the leader, unless op was answered by the
+// leader before, and lets go of the leadership even if a write panics: the
+// panic goes on up the caller (an HTTP handler's is recovered by net/http),
+// and the writes queued behind it still find a leader.
+func (b *batcher) lead1(op *writeOp) {
+	defer func() { <-b.lead }()
+	select {
+	case <-op.done: // answered by the leader before
+	default:
+		b.run()
 	}
 }
 
@@ -128,16 +136,41 @@ func (b *batcher) run() {
 	default:
 		return
 	}
+	var unanswered []*writeOp
+	defer func() {
+		if unanswered == nil {
+			return
+		}
+		// A write panicked: its transaction was rolled back (commit's
+		// deferred Rollback), so nothing of the batch is durable. Each
+		// write is answered with that before the panic goes on, so no
+		// caller waits for an answer that will never come.
+		p := recover()
+		err := keybrake.Errorf(keybrake.EUNAVAILABLE, "A write of its group commit panicked; nothing of it was committed: %v", p)
+		for _, w := range unanswered {
+			w.err = err
+			close(w.done)
+		}
+		clear(b.batch)
+		panic(p)
+	}()
 	if op.idle == nil {
 		b.batch, op = b.gather(append(b.batch[:0], op))
+		unanswered = b.batch
+		if op != nil { // to run after the batch: unanswered too if it panics
+			unanswered = append(unanswered[:len(unanswered):len(unanswered)], op)
+		}
 		b.commit(b.batch)
+		unanswered = nil
 		for _, w := range b.batch {
 			close(w.done)
 		}
 		clear(b.batch)
 	}
 	if op != nil {
+		unanswered = []*writeOp{op}
 		op.err = op.idle()
+		unanswered = nil
 		close(op.done)
 	}
 }
