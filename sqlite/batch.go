@@ -40,27 +40,18 @@ type writeOp struct {
 // that makes it durable. The ops of a batch run in arrival order, one after
 // the other, so each sees the ones before it: a cap check still sees every
 // reservation made before it.
-//
-// The batcher has no goroutine of its own: every write queues itself and
-// then either is answered or becomes the leader, the one goroutine that
-// commits, and commits whatever is queued (its own write among them, unless
-// an earlier leader took it). A write that finds the writer idle is so
-// committed on its caller's goroutine, and one that waits is woken once,
-// answered or made leader. A goroutine of the batcher's own cost each write
-// two hand-offs (waking the batcher, then being woken by it): about 100 µs
-// of a reservation's 280 at one client on a 2-core VM (docs/performance.md,
-// "SQLite at one client, step by step").
 type batcher struct {
 	s      *Store
 	ops    chan *writeOp
-	lead   chan struct{} // holds a token while a leader commits
-	mu     sync.RWMutex  // read-held by every write until it is answered
+	mu     sync.RWMutex
 	closed bool
-	batch  []*writeOp // reused by the leader
+	done   chan struct{}
 }
 
 func newBatcher(s *Store) *batcher {
-	return &batcher{s: s, ops: make(chan *writeOp, maxBatch), lead: make(chan struct{}, 1), batch: make([]*writeOp, 0, maxBatch)}
+	b := &batcher{s: s, ops: make(chan *writeOp, maxBatch), done: make(chan struct{})}
+	go b.loop()
+	return b
 }
 
 // write runs fn in a batch and returns its error, or the commit's.
@@ -74,104 +65,59 @@ func (b *batcher) writeAlone(ctx context.Context, fn func(tx *sql.Tx) error, alo
 	return b.queue(ctx, &writeOp{run: fn, alone: alone, done: make(chan struct{})})
 }
 
-// between runs fn after the batch being committed and before the next one
-// begins, with no write transaction open, and returns its error: while fn
-// runs, nothing commits. The WAL checkpoint that lets the log start over
-// runs here (checkpoint.go).
+// between runs fn on the batcher's goroutine after the batch being
+// committed and before the next one begins, with no write transaction
+// open, and returns its error: while fn runs, nothing commits. The WAL
+// checkpoint that lets the log start over runs here (checkpoint.go).
 func (b *batcher) between(ctx context.Context, fn func() error) error {
 	return b.queue(ctx, &writeOp{idle: fn, done: make(chan struct{})})
 }
 
-// queue queues op and waits for its outcome, committing batches itself
-// whenever no other goroutine is.
+// queue hands op to the batcher and waits for its outcome.
 func (b *batcher) queue(ctx context.Context, op *writeOp) error {
 	b.mu.RLock()
-	defer b.mu.RUnlock()
 	if b.closed {
+		b.mu.RUnlock()
 		return keybrake.Errorf(keybrake.EUNAVAILABLE, "The keybrake store (SQLite) is closed.")
 	}
 	select {
 	case b.ops <- op:
 	case <-ctx.Done():
+		b.mu.RUnlock()
 		return ctx.Err()
 	}
+	b.mu.RUnlock()
 	// Once queued, the op is answered: its outcome must not be abandoned
 	// half-known, since the commit may make it durable.
-	for {
-		select {
-		case <-op.done:
-			return op.err
-		case b.lead <- struct{}{}:
-			b.lead1(op)
-		}
-	}
+	<-op.done
+	return op.err
 }
 
-// lead1 commits one batch as the leader, unless op was answered by the
-// leader before, and lets go of the leadership even if a write panics: the
-// panic goes on up the caller (an HTTP handler's is recovered by net/http),
-// and the writes queued behind it still find a leader.
-func (b *batcher) lead1(op *writeOp) {
-	defer func() { <-b.lead }()
-	select {
-	case <-op.done: // answered by the leader before
-	default:
-		b.run()
-	}
-}
-
-// close refuses writes from now on, once every write queued is answered.
 func (b *batcher) close() {
 	b.mu.Lock()
-	b.closed = true
+	if !b.closed {
+		b.closed = true
+		close(b.ops)
+	}
 	b.mu.Unlock()
+	<-b.done
 }
 
-// run commits the writes queued, up to a batch, or runs an op queued to
-// run between commits, and answers each. The caller is the leader.
-func (b *batcher) run() {
-	var op *writeOp
-	select {
-	case op = <-b.ops:
-	default:
-		return
-	}
-	var unanswered []*writeOp
-	defer func() {
-		if unanswered == nil {
-			return
+func (b *batcher) loop() {
+	defer close(b.done)
+	batch := make([]*writeOp, 0, maxBatch)
+	for op := range b.ops {
+		if op.idle == nil {
+			batch, op = b.gather(append(batch[:0], op))
+			b.commit(batch)
+			for _, w := range batch {
+				close(w.done)
+			}
 		}
-		// A write panicked: its transaction was rolled back (commit's
-		// deferred Rollback), so nothing of the batch is durable. Each
-		// write is answered with that before the panic goes on, so no
-		// caller waits for an answer that will never come.
-		p := recover()
-		err := keybrake.Errorf(keybrake.EUNAVAILABLE, "A write of its group commit panicked; nothing of it was committed: %v", p)
-		for _, w := range unanswered {
-			w.err = err
-			close(w.done)
+		if op != nil {
+			op.err = op.idle()
+			close(op.done)
 		}
-		clear(b.batch)
-		panic(p)
-	}()
-	if op.idle == nil {
-		b.batch, op = b.gather(append(b.batch[:0], op))
-		unanswered = b.batch
-		if op != nil { // to run after the batch: unanswered too if it panics
-			unanswered = append(unanswered[:len(unanswered):len(unanswered)], op)
-		}
-		b.commit(b.batch)
-		unanswered = nil
-		for _, w := range b.batch {
-			close(w.done)
-		}
-		clear(b.batch)
-	}
-	if op != nil {
-		unanswered = []*writeOp{op}
-		op.err = op.idle()
-		unanswered = nil
-		close(op.done)
 	}
 }
 
@@ -187,7 +133,10 @@ func (b *batcher) gather(batch []*writeOp) ([]*writeOp, *writeOp) {
 	}
 	for len(batch) < maxBatch {
 		select {
-		case op := <-b.ops:
+		case op, ok := <-b.ops:
+			if !ok {
+				return batch, nil
+			}
 			if op.idle != nil {
 				return batch, op
 			}

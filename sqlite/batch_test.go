@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,65 +77,10 @@ func TestBatchFailedWriteRollsBack(t *testing.T) {
 	})
 }
 
-// TestBatchIdleWriterCommitsOnCaller: a write that finds the writer idle
-// runs on its caller's goroutine (no hand-off to the batcher and back), and
-// a write that finds the writer busy is still committed, by whoever
-// commits next, with the ones queued beside it.
-func TestBatchIdleWriterCommitsOnCaller(t *testing.T) {
-	ctx := context.Background()
-	s, _ := MustOpen(t)
-	onCaller := func() bool {
-		buf := make([]byte, 64<<10)
-		// The test function's own frame, not only its closure's.
-		return strings.Contains(string(buf[:runtime.Stack(buf, false)]), ".TestBatchIdleWriterCommitsOnCaller(")
-	}
-	var ran bool
-	if err := s.BatchWrite(ctx, func(tx *sql.Tx) error { ran = onCaller(); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if !ran {
-		t.Fatal("a write to an idle writer was handed to the batcher's goroutine")
-	}
-
-	// Hold the writer in one write; the writes made meanwhile queue and
-	// are committed once it lets go.
-	release, entered := make(chan struct{}), make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := s.BatchWrite(ctx, func(tx *sql.Tx) error { close(entered); <-release; return nil }); err != nil {
-			t.Error(err)
-		}
-	})
-	<-entered
-	errs := make([]error, 8)
-	for i := range errs {
-		wg.Go(func() {
-			errs[i] = s.BatchWrite(ctx, func(tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, `INSERT INTO admin_events (time, actor, action, target, detail, client) VALUES (?, 'test', 'key.queued', '', '', '')`, storetest.T0.UnixMicro())
-				return err
-			})
-		})
-	}
-	close(release)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("queued write %d: %v", i, err)
-		}
-	}
-	es, _, err := s.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(es) != len(errs) {
-		t.Fatalf("%d queued writes committed, want %d", len(es), len(errs))
-	}
-}
-
-// TestBatchCloseWaitsForCallerCommit: Close does not close the database
-// under a write its caller is committing; the write commits and is
+// TestBatchCloseWaitsForCommit: Close does not close the database
+// under a write being committed; the write commits and is
 // answered, and writes after Close are refused.
-func TestBatchCloseWaitsForCallerCommit(t *testing.T) {
+func TestBatchCloseWaitsForCommit(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "kb.db")
 	s, err := sqlite.Open(path)
@@ -185,88 +128,5 @@ func TestBatchCloseWaitsForCallerCommit(t *testing.T) {
 	es, _, err := s2.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 10})
 	if err != nil || len(es) != 1 || es[0].Action != "key.during_close" {
 		t.Fatalf("after reopening: %+v %v, want the one write made during Close", es, err)
-	}
-}
-
-// TestBatchPanickingWrite: a write that panics takes nothing of its batch
-// with it into the database and leaves no caller waiting: every write of
-// the batch is answered with an error (or sees the panic, if its goroutine
-// led the batch), the leadership is let go, and writes after it commit.
-func TestBatchPanickingWrite(t *testing.T) {
-	ctx := context.Background()
-	s, _ := MustOpen(t)
-	insert := func(action string) func(tx *sql.Tx) error {
-		return func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO admin_events (time, actor, action, target, detail, client) VALUES (?, 'test', ?, '', '', '')`, storetest.T0.UnixMicro(), action)
-			return err
-		}
-	}
-	// write runs a write and returns its error, or errPanicked if the
-	// panic came up its own goroutine.
-	errPanicked := errors.New("panicked here")
-	write := func(fn func(tx *sql.Tx) error) (err error) {
-		defer func() {
-			if recover() != nil {
-				err = errPanicked
-			}
-		}()
-		return s.BatchWrite(ctx, fn)
-	}
-	boom := func(tx *sql.Tx) error {
-		if err := insert("key.boom")(tx); err != nil {
-			return err
-		}
-		panic("boom")
-	}
-
-	if err := write(boom); err != errPanicked {
-		t.Fatalf("a panicking write alone = %v, want the panic", err)
-	}
-
-	// Hold the writer; queue the panicking write among good ones.
-	release, entered := make(chan struct{}), make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := write(func(tx *sql.Tx) error { close(entered); <-release; return insert("key.first")(tx) }); err != nil {
-			t.Error(err)
-		}
-	})
-	<-entered
-	errs := make([]error, 6)
-	for i := range errs {
-		wg.Go(func() {
-			if i == 3 {
-				errs[i] = write(boom)
-			} else {
-				errs[i] = write(insert("key.good"))
-			}
-		})
-	}
-	close(release)
-	wg.Wait()
-	good := 0
-	for i, err := range errs {
-		switch {
-		case i == 3 && err == nil:
-			t.Fatalf("the panicking write returned no error")
-		case err == nil:
-			good++
-		case err != errPanicked && keybrake.ErrorCode(err) != keybrake.EUNAVAILABLE:
-			t.Fatalf("write %d: %v, want nil, the panic, or EUNAVAILABLE", i, err)
-		}
-	}
-	if err := write(insert("key.after")); err != nil {
-		t.Fatalf("a write after the panic: %v", err)
-	}
-	es, _, err := s.FindAdminEvents(ctx, keybrake.AdminEventFilter{Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := map[string]int{}
-	for _, e := range es {
-		n[e.Action]++
-	}
-	if n["key.boom"] != 0 || n["key.first"] != 1 || n["key.after"] != 1 || n["key.good"] != good {
-		t.Fatalf("committed %v; want no key.boom, key.first and key.after once, key.good %d times (the writes answered nil)", n, good)
 	}
 }
