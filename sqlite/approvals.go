@@ -33,6 +33,7 @@ func (s *Store) RequestApproval(ctx context.Context, a *keybrake.Approval) (*key
 		created bool
 	)
 	err = s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		res, err := tx.ExecContext(ctx, `INSERT INTO approvals (`+approvalColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (key_id, idempotency_key) DO NOTHING`,
@@ -104,6 +105,7 @@ func (s *Store) DecideApproval(ctx context.Context, args keybrake.DecideArgs) (*
 	}
 	var out *keybrake.Approval
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		a, err := scanApproval(tx.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE id = ?`, args.ID))
 		if err != nil {
 			return approvalErr(err, "decide approval %s", args.ID)
@@ -130,6 +132,7 @@ func (s *Store) DecideApproval(ctx context.Context, args keybrake.DecideArgs) (*
 // UseApproval marks an approved approval used by reservationID.
 func (s *Store) UseApproval(ctx context.Context, id, reservationID string, now time.Time) error {
 	return s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		var state string
 		if err := tx.QueryRowContext(ctx, `SELECT state FROM approvals WHERE id = ?`, id).Scan(&state); err != nil {
 			return approvalErr(err, "use approval %s", id)

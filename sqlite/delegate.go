@@ -34,6 +34,7 @@ func (s *Store) MintChild(ctx context.Context, args keybrake.MintArgs) (keybrake
 
 	var res keybrake.MintResult
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		res = keybrake.MintResult{}
 		parent, err := scanKey(s.txQueryRow(ctx, tx, qKeyByID, args.ParentID))
 		if err != nil {
@@ -158,6 +159,7 @@ func (s *Store) ReturnEscrows(ctx context.Context, now time.Time, limit int) (in
 func (s *Store) closeExpiredChildren(ctx context.Context, now time.Time) error {
 	var ids []string
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		ids = ids[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE keys AS c SET revoked_at = c.expires_at, updated_at = ?1
 			WHERE c.parent_id <> '' AND c.revoked_at IS NULL AND c.expires_at IS NOT NULL AND c.expires_at <= ?1

@@ -80,6 +80,7 @@ func (s *Store) AddEvents(ctx context.Context, events []*keybrake.Event) error {
 	ids := make([]int64, len(events))
 	chained := make([]keybrake.Event, len(events))
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		heads, order, err := s.chainHeads(ctx, tx, events)
 		if err != nil {
 			return err

@@ -98,3 +98,6 @@ func PageOwners(s *Store) (map[uint32]string, error) {
 func (s *Store) BatchWrite(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.batch.write(ctx, fn)
 }
+
+// BatchQueued returns how many writes wait in the group commit's queue.
+func (s *Store) BatchQueued() int { return len(s.batch.ops) }

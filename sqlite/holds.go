@@ -22,6 +22,7 @@ func (s *Store) LockObject(ctx context.Context, args keybrake.LockArgs) (*keybra
 	now, until := dbTime(args.Now), dbTime(args.Until)
 	var out *keybrake.Reservation
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		if err := keyUsableIn(ctx, tx, args.KeyID, now); err != nil {
 			return err
 		}
@@ -95,6 +96,7 @@ func otherKeyLock(ctx context.Context, tx *sql.Tx, args keybrake.LockArgs, now t
 // UnlockObject releases owner's lock of the key's object.
 func (s *Store) UnlockObject(ctx context.Context, keyID, objectID, owner string) error {
 	return s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		_, err := tx.ExecContext(ctx, `UPDATE holds SET lock_owner = '', lock_until = NULL
 			WHERE key_id = ? AND object_id = ? AND lock_owner = ?`, keyID, objectID, owner)
 		return wrap(err, "unlock %s", objectID)
@@ -108,6 +110,7 @@ func (s *Store) LinkHold(ctx context.Context, keyID, objectID, reservationID str
 		return keybrake.Errorf(keybrake.EINVALID, "A hold needs a key, an object and a reservation.")
 	}
 	return s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM reservations WHERE id = ? AND key_id = ?`, reservationID, keyID).Scan(&n); err != nil {
 			return wrap(err, "link %s", objectID)
@@ -139,6 +142,7 @@ func (s *Store) RaiseHold(ctx context.Context, args keybrake.RaiseArgs) (keybrak
 	now := dbTime(args.Now)
 	var res keybrake.ReserveResult
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		r, err := scanReservation(tx.QueryRowContext(ctx, qReservationByID, args.ID))
 		if err != nil {
 			return wrapResErr(err, "raise %s", args.ID)
@@ -270,6 +274,7 @@ func (s *Store) LeaseHolds(ctx context.Context, owner string, now, orphanedBefor
 	now, until = dbTime(now), dbTime(until)
 	var out []*keybrake.Reservation
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		// A held reservation is due when its link's hold ended, or, not
 		// linked (an orphan), when it last changed before orphanedBefore.
 		// No request of any key may be writing the object.
@@ -328,6 +333,7 @@ func (s *Store) RenewHoldLease(ctx context.Context, args keybrake.RenewArgs) err
 	}
 	now, until := dbTime(args.Now), dbTime(args.Until)
 	return s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		var state string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM reservations WHERE id = ?`, args.ReservationID).Scan(&state)
 		if err != nil {

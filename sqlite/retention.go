@@ -81,6 +81,7 @@ func (s *Store) CompactCounters(ctx context.Context, args keybrake.CompactArgs) 
 func (s *Store) PruneAlerts(ctx context.Context, args keybrake.PruneArgs) (int64, error) {
 	var n int64
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		n = 0
 		var ids string // a JSON array of the batch's alert ids
 		err := tx.QueryRowContext(ctx, `SELECT COALESCE(json_group_array(id), '[]') FROM (
@@ -112,6 +113,7 @@ func (s *Store) PruneAlerts(ctx context.Context, args keybrake.PruneArgs) (int64
 func (s *Store) pruneExec(ctx context.Context, what, q string, args ...any) (int64, error) {
 	var n int64
 	err := s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return wrap(err, "%s", what)

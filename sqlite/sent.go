@@ -15,6 +15,7 @@ func (s *Store) RecordSent(ctx context.Context, args keybrake.RecordSentArgs) er
 		return err
 	}
 	return s.batch.write(ctx, func(tx *sql.Tx) error {
+		ctx := context.WithoutCancel(ctx) // a batch runs without its callers' contexts (batch.go)
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM keys WHERE id = ?`, args.KeyID).Scan(&n); err != nil {
 			return wrap(err, "record sent")

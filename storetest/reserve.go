@@ -234,6 +234,64 @@ func testReserve(t *testing.T, open opener) {
 			}
 			wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{})
 		})
+		t.Run("OverNarrowedPerRequestCap", func(t *testing.T) {
+			// A replay answers even after its key's per-request cap was
+			// lowered under it: PostgreSQL finds the replay of a key
+			// without guards only once a cap refuses (0043), SQLite first.
+			s := open(t)
+			MustCreateKey(t, s, NewKey("key_a"))
+			first := MustReserve(t, s, "key_a", "idem_1", USD(5), T0)
+			if _, err := s.UpdateKey(ctx, "key_a", keybrake.KeyUpdate{SetPerRequest: true, PerRequest: Ptr(USD(1))}, T0); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewReservation("key_a", "idem_1", USD(5)), Now: T0})
+			if err != nil || !res.Replay || res.OverCap != nil || res.Reservation.ID != first.ID {
+				t.Fatalf("replay = %+v, %v; want Replay of %s", res, err, first.ID)
+			}
+			res, err = s.Reserve(ctx, keybrake.ReserveArgs{Reservation: NewReservation("key_a", "idem_2", USD(5)), Now: T0})
+			if err != nil || res.OverCap == nil || res.OverCap.Window != keybrake.WindowPerRequest {
+				t.Fatalf("new request = %+v, %v; want over the per-request cap", res, err)
+			}
+			wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(5), Month: USD(5), Total: USD(5)})
+		})
+		t.Run("OverCapGuardedKey", func(t *testing.T) {
+			// A key with guards finds its replay before the caps and the
+			// guards: answered, counting nothing, refusing nothing.
+			s := open(t)
+			MustCreateGuardedKey(t, s, "key_a", keybrake.Caps{Total: Ptr(USD(10))},
+				&keybrake.Guards{Duplicate: &keybrake.DuplicateGuard{WindowSeconds: 3600}})
+			first := reserveGuarded(t, s, NewCharge("key_a", "idem_1", "cus_1", USD(10)), T0)
+			if first.Reservation == nil {
+				t.Fatalf("first = %+v", first)
+			}
+			res := reserveGuarded(t, s, NewCharge("key_a", "idem_1", "cus_1", USD(10)), T0.Add(time.Second))
+			if !res.Replay || res.OverCap != nil || res.Guard != nil || res.Reservation.ID != first.Reservation.ID {
+				t.Fatalf("replay = %+v, want Replay of %s", res, first.Reservation.ID)
+			}
+			wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(10), Month: USD(10), Total: USD(10)})
+		})
+		t.Run("GivenIDOfTheReplay", func(t *testing.T) {
+			// The same given ID and Idempotency-Key again is the replay,
+			// not a conflict of IDs.
+			s := open(t)
+			MustCreateCappedKey(t, s, "key_a", "UTC", keybrake.Caps{Total: Ptr(USD(10))})
+			in := NewReservation("key_a", "idem_1", USD(4))
+			in.ID = "res_given"
+			if _, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: in, Now: T0}); err != nil {
+				t.Fatal(err)
+			}
+			again := NewReservation("key_a", "idem_1", USD(4))
+			again.ID = "res_given"
+			res, err := s.Reserve(ctx, keybrake.ReserveArgs{Reservation: again, Now: T0})
+			if err != nil || !res.Replay || res.Reservation.ID != "res_given" {
+				t.Fatalf("replay = %+v, %v; want Replay of res_given", res, err)
+			}
+			other := NewReservation("key_a", "idem_2", USD(1))
+			other.ID = "res_given"
+			_, err = s.Reserve(ctx, keybrake.ReserveArgs{Reservation: other, Now: T0})
+			wantCode(t, err, keybrake.ECONFLICT)
+			wantSpend(t, MustSpend(t, s, "key_a", T0, utc), keybrake.Spend{Day: USD(4), Month: USD(4), Total: USD(4)})
+		})
 		t.Run("OtherKeyIndependent", func(t *testing.T) {
 			s := open(t)
 			MustCreateKey(t, s, NewKey("key_a"))
