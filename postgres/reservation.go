@@ -96,6 +96,13 @@ func (s *Store) reserve(ctx context.Context, in *keybrake.Reservation, version s
 	case "stale":
 		return keybrake.ReserveResult{Stale: true}, nil
 	case "replay":
+		if out.replayID == nil {
+			// The insert's arbiter met the reservation of this Idempotency-Key,
+			// and it was gone before the function read its id: only the
+			// retention prune deletes one, past the idempotency window. Nothing
+			// was reserved; the client's retry reserves anew.
+			return keybrake.ReserveResult{}, keybrake.Errorf(keybrake.EUNAVAILABLE, "The reservation this Idempotency-Key names was being pruned; nothing was reserved. Retry the request.")
+		}
 		prev, err := scanReservation(s.pool.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1`, *out.replayID))
 		if err != nil {
 			return keybrake.ReserveResult{}, err
