@@ -103,6 +103,23 @@ func (p *proxy) approve(w http.ResponseWriter, r *http.Request, c *call) (*keybr
 // useApproval marks a's approval used by the reservation just made. A
 // failure is logged: the reservation stands, and a retry within the
 // approval's lifetime is a replay of it anyway.
+// refuseExpiredRetry refuses, and returns true for, a retry covered by a
+// used approval a that has expired when nothing shows Stripe acted on the
+// request it approved (an answer it refused before acting, such as a 429,
+// is not saved, so the retry acts anew): the person approved it only for
+// its lifetime (TestAttackApproval_UsedApprovalOutlivesItsTTL and the
+// unpriced and capture cases). why, if not empty, says what showed it.
+func (p *proxy) refuseExpiredRetry(w http.ResponseWriter, r *http.Request, c *call, a *keybrake.Approval, why string) bool {
+	if a == nil || a.State != keybrake.ApprovalUsed || p.s.Now().Before(a.ExpiresAt) {
+		return false
+	}
+	if why != "" {
+		why = " (" + why + ")"
+	}
+	p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s expired at %s and nothing shows Stripe acted on the request it approved%s, so this retry may act anew; keybrake refused it without forwarding it. Send it again under a new Idempotency-Key to ask again.", a.ID, a.ExpiresAt.Format(time.RFC3339), why), nil)
+	return true
+}
+
 func (p *proxy) useApproval(r *http.Request, a *keybrake.Approval, rsv *keybrake.Reservation) {
 	if a == nil || a.State == keybrake.ApprovalUsed {
 		return

@@ -30,12 +30,7 @@ func (p *proxy) approveUnpriced(w http.ResponseWriter, r *http.Request, c *call)
 		p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s was used more than 23 hours ago; Stripe forgets the Idempotency-Key after 24 hours and would act anew. Send the request under a new key to ask again.", a.ID), nil)
 		return false
 	}
-	if a.State == keybrake.ApprovalUsed && !now.Before(a.ExpiresAt) {
-		// Nothing tells whether Stripe saved the first answer: one it
-		// refused before acting (a 429, a 400) is not, and the retry acts
-		// anew, uncounted, after the approval the person gave expired
-		// (TestAttackApproval_UnpricedUsedApprovalOutlivesItsTTL).
-		p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s expired at %s; a retry now may act anew, so keybrake refused it without forwarding it. Send the request under a new Idempotency-Key to ask again.", a.ID, a.ExpiresAt.Format(time.RFC3339)), nil)
+	if p.refuseExpiredRetry(w, r, c, a, "") { // uncounted, whatever Stripe saved (TestAttackApproval_UnpricedUsedApprovalOutlivesItsTTL)
 		return false
 	}
 	p.useApproval(r, a, &keybrake.Reservation{})

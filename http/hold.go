@@ -79,12 +79,7 @@ func (p *proxy) holdObject(w http.ResponseWriter, r *http.Request, c *call, h Ho
 			return true
 		}
 		approval, ok := p.approve(w, r, c)
-		if ok && approval != nil && approval.State == keybrake.ApprovalUsed && !s.Now().Before(approval.ExpiresAt) {
-			// Used, but nothing tells whether Stripe acted: a capture it
-			// refused before acting (a 429) saved no answer, and its retry
-			// acts anew, after the approval the person gave expired
-			// (TestAttackApproval_UsedCaptureApprovalOutlivesItsTTL).
-			p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s expired at %s; a retry now may act anew, so keybrake refused it without forwarding it. Send it again under a new Idempotency-Key to ask again.", approval.ID, approval.ExpiresAt.Format(time.RFC3339)), nil)
+		if ok && p.refuseExpiredRetry(w, r, c, approval, "") { // a capture refused before acting (TestAttackApproval_UsedCaptureApprovalOutlivesItsTTL)
 			return false
 		}
 		if ok {

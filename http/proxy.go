@@ -522,8 +522,7 @@ func (p *proxy) reserve(w http.ResponseWriter, r *http.Request, c *call, price f
 			// approval is used, but nothing it approved has happened, and
 			// the approver saw when it expires
 			// (TestAttackApproval_UsedApprovalOutlivesItsTTL).
-			if approval != nil && !now.Before(approval.ExpiresAt) {
-				p.deny(w, r, c, keybrake.ErrorParam("Idempotency-Key", "Approval %s expired at %s, and Stripe did not act on the request it approved (answered %d), so this retry would act anew; keybrake refused it without forwarding it. Send it again under a new Idempotency-Key to ask again.", approval.ID, approval.ExpiresAt.Format(time.RFC3339), prev.UpstreamStatus), nil)
+			if p.refuseExpiredRetry(w, r, c, approval, fmt.Sprintf("it answered %d", prev.UpstreamStatus)) {
 				return false
 			}
 			return p.rearm(w, r, c, rsv, now)
